@@ -4,12 +4,15 @@
 //! - [`cri::v1`]: the read-only subset of the Kubernetes CRI `runtime.v1.RuntimeService`
 //!   that the node agent uses to watch containers, and that the simulated cluster serves
 //!   from each node. Wire-compatible with containerd and CRI-O.
+//! - [`unix`]: serving and connecting gRPC over unix sockets, the way CRI is exposed.
 //!
 //! `tonic` and `prost` are re-exported so dependents use exactly the versions the generated
 //! code was built against.
 
 pub use prost;
 pub use tonic;
+
+pub mod unix;
 
 /// Kubernetes Container Runtime Interface.
 pub mod cri {
