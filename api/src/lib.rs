@@ -1,1 +1,36 @@
-pub fn hello() {}
+//! The `sparkoperator.k8s.io/v1beta2` API of the Spark operator: pure types and functions, no I/O.
+//!
+//! - [`application`], [`pod_spec`], [`status`], [`scheduled`]: the custom resources, field for field as
+//!   Kubeflow's so existing manifests apply unchanged, plus our optional status additions.
+//! - [`state`]: application, driver and executor states and their predicates.
+//! - [`labels`]: label, annotation and finalizer names shared with Kubeflow and Spark.
+//! - [`naming`]: names of every derived object, as Spark and Kubeflow make them.
+//! - [`defaults`]: the defaults the webhook applies.
+//! - [`validation`]: every problem of an object, with field paths; [`ownership`] for the check that needs
+//!   API lookups; [`manifest`] for raw manifests (structure, unknown fields, decoding, validation).
+//! - [`quantity`], [`spark_version`]: Spark memory strings, Kubernetes quantities, Spark versions.
+//! - [`crd`]: the CustomResourceDefinitions.
+
+pub mod application;
+pub mod crd;
+pub mod defaults;
+mod embedded;
+pub mod field;
+pub mod labels;
+pub mod manifest;
+pub mod naming;
+pub mod ownership;
+pub mod pod_spec;
+pub mod quantity;
+pub mod scheduled;
+pub mod spark_version;
+pub mod state;
+pub mod status;
+mod structural;
+pub mod validation;
+
+pub use application::{SparkApplication, SparkApplicationSpec};
+pub use field::{FieldError, FieldPath, ValidationReport};
+pub use scheduled::{ScheduledSparkApplication, ScheduledSparkApplicationSpec};
+pub use state::{ApplicationStateType, DriverState, ExecutorState};
+pub use status::SparkApplicationStatus;

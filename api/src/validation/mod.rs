@@ -1,0 +1,284 @@
+//! Validation of SparkApplications and ScheduledSparkApplications: pure functions that return every
+//! problem at once, each with its field path and what to do about it.
+//!
+//! What is checked here needs nothing but the object. Checks that need the API server are split out so
+//! the webhook can do the lookups and stay pure otherwise: see [`crate::ownership`] for ownerReferences
+//! that point to another namespace (the object would be garbage-collected at once).
+//!
+//! Structural problems (wrong types, unknown fields, embedded core/v1 objects that do not decode) are
+//! found earlier, on the raw manifest: see [`crate::manifest`].
+
+mod names;
+mod pod;
+mod schedule;
+mod spark_conf;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::application::{SparkApplication, SparkApplicationSpec};
+use crate::field::{FieldPath, ValidationReport};
+use crate::scheduled::ScheduledSparkApplication;
+use crate::spark_version::SparkVersion;
+
+pub use names::{dns1035_label, dns1123_subdomain, label_key, label_value};
+pub use schedule::check_schedule;
+pub use spark_conf::{DENIED_SPARK_CONF_KEYS, NAMESPACE_KEY};
+
+/// What validation knows besides the object itself.
+#[derive(Clone, Debug, Default)]
+pub struct ValidationContext<'a> {
+    /// Namespace the object lives in when its metadata has none (the admission request's namespace, or
+    /// the CLI's `--namespace`). Used to check `spark.kubernetes.namespace`.
+    pub namespace: Option<&'a str>,
+}
+
+/// Validates a SparkApplication.
+pub fn validate_spark_application(app: &SparkApplication, context: &ValidationContext<'_>) -> ValidationReport {
+    let mut report = ValidationReport::default();
+    check_metadata(&app.metadata, 0, &mut report);
+    let namespace = app.metadata.namespace.as_deref().or(context.namespace);
+    check_spec(&app.spec, namespace, &FieldPath::new("spec"), &mut report);
+    report
+}
+
+/// Validates a ScheduledSparkApplication, its template included.
+pub fn validate_scheduled_spark_application(
+    app: &ScheduledSparkApplication,
+    context: &ValidationContext<'_>,
+) -> ValidationReport {
+    let mut report = ValidationReport::default();
+    // Runs are named <name>-<timestamp>; nanosecond timestamps take 20 characters with the dash.
+    check_metadata(&app.metadata, schedule::RUN_NAME_SUFFIX_LENGTH, &mut report);
+    let namespace = app.metadata.namespace.as_deref().or(context.namespace);
+    let spec_path = FieldPath::new("spec");
+    schedule::check_scheduled_spec(&app.spec, &spec_path, &mut report);
+    check_spec(&app.spec.template, namespace, &spec_path.child("template"), &mut report);
+    report
+}
+
+/// `metadata.name` must be a DNS-1035 label, because Services are named after it. `run_suffix` is the
+/// length of what will be appended to the name for the objects it creates (warned about, not rejected).
+fn check_metadata(metadata: &ObjectMeta, run_suffix: usize, report: &mut ValidationReport) {
+    let path = FieldPath::new("metadata");
+    match (metadata.name.as_deref(), metadata.generate_name.as_deref()) {
+        (Some(name), _) if !name.is_empty() => {
+            if let Err(problem) = dns1035_label(name) {
+                report.error(path.child("name"), problem);
+            } else if run_suffix > 0 && name.len() + run_suffix > crate::naming::MAX_LABEL_LENGTH {
+                report.warning(
+                    path.child("name"),
+                    format!(
+                        "runs are named <name>-<timestamp>, which is too long for a SparkApplication with a name of {} characters: use at most {}",
+                        name.len(),
+                        crate::naming::MAX_LABEL_LENGTH - run_suffix
+                    ),
+                );
+            }
+        }
+        (_, Some(prefix)) if !prefix.is_empty() => {
+            // The API server appends 5 random characters.
+            let sample = format!("{prefix}abcde");
+            if let Err(problem) = dns1035_label(&sample) {
+                report.error(
+                    path.child("generateName"),
+                    format!("with the 5 characters Kubernetes appends, {problem}"),
+                );
+            }
+        }
+        _ => report.error(path.child("name"), "is required"),
+    }
+}
+
+fn check_spec(spec: &SparkApplicationSpec, namespace: Option<&str>, path: &FieldPath, report: &mut ValidationReport) {
+    let version = check_spark_version(&spec.spark_version, &path.child("sparkVersion"), report);
+    for (role, template) in [
+        ("driver", spec.driver.pod.template.is_some()),
+        ("executor", spec.executor.pod.template.is_some()),
+    ] {
+        if let Some(version) = version
+            && template
+            && version < SparkVersion::POD_TEMPLATES
+        {
+            report.error(
+                path.child(role).child("template"),
+                format!(
+                    "pod templates need Spark 3.0.0 or newer, and sparkVersion is {version}: upgrade Spark or use the typed fields (affinity, tolerations, volumes, ...) instead"
+                ),
+            );
+        }
+    }
+
+    if spec.main_application_file.as_deref().is_none_or(str::is_empty) {
+        report.error(
+            path.child("mainApplicationFile"),
+            "is required: the jar, Python or R file to run, e.g. local:///opt/spark/examples/jars/spark-examples.jar",
+        );
+    }
+    if spec.image.is_none() && spec.driver.pod.image.is_none() {
+        report.error(
+            path.child("image"),
+            "is required: set spec.image, or spec.driver.image for the driver",
+        );
+    }
+    if spec.image.is_none() && spec.executor.pod.image.is_none() && spec.driver.pod.image.is_some() {
+        report.error(
+            path.child("executor").child("image"),
+            "is required when spec.image is not set: set spec.image or spec.executor.image",
+        );
+    }
+
+    if !spec.node_selector.is_empty()
+        && (!spec.driver.pod.node_selector.is_empty() || !spec.executor.pod.node_selector.is_empty())
+    {
+        report.error(
+            path.child("nodeSelector"),
+            "cannot be combined with spec.driver.nodeSelector or spec.executor.nodeSelector: move these entries into the driver and executor selectors",
+        );
+    }
+
+    spark_conf::check_spark_conf(&spec.spark_conf, namespace, &path.child("sparkConf"), report);
+    spark_conf::check_executor_counts(spec, path, report);
+    check_restart_policy(spec, &path.child("restartPolicy"), report);
+    check_driver_ingress_options(spec, &path.child("driverIngressOptions"), report);
+
+    let volume_names: BTreeSet<&str> = spec.volumes.iter().map(|v| v.name.as_str()).collect();
+    let driver_path = path.child("driver");
+    pod::check_pod(&spec.driver.pod, pod::Role::Driver, &volume_names, &driver_path, report);
+    pod::check_driver_pod_name(spec.driver.pod_name.as_deref(), &driver_path.child("podName"), report);
+    pod::check_core_request(
+        spec.driver.core_request.as_deref(),
+        &driver_path.child("coreRequest"),
+        report,
+    );
+    pod::check_ports(&spec.driver.ports, &driver_path.child("ports"), report);
+    let executor_path = path.child("executor");
+    pod::check_pod(
+        &spec.executor.pod,
+        pod::Role::Executor,
+        &volume_names,
+        &executor_path,
+        report,
+    );
+    pod::check_core_request(
+        spec.executor.core_request.as_deref(),
+        &executor_path.child("coreRequest"),
+        report,
+    );
+    pod::check_ports(&spec.executor.ports, &executor_path.child("ports"), report);
+
+    if let Some(factor) = spec.memory_overhead_factor.as_deref()
+        && !factor.trim().parse::<f64>().is_ok_and(|f| f.is_finite() && f > 0.0)
+    {
+        report.error(
+            path.child("memoryOverheadFactor"),
+            format!("{factor:?} is not a positive number: use e.g. 0.1 or 0.4"),
+        );
+    }
+    if let Some(prometheus) = spec.monitoring.as_ref().and_then(|m| m.prometheus.as_ref()) {
+        let at = path.child("monitoring").child("prometheus");
+        if prometheus.jmx_exporter_jar.is_empty() {
+            report.error(
+                at.child("jmxExporterJar"),
+                "is required: the path of the JMX exporter jar in the image",
+            );
+        }
+        if let Some(port) = prometheus.port
+            && !(1024..=49151).contains(&port)
+        {
+            report.error(at.child("port"), format!("must be between 1024 and 49151, got {port}"));
+        }
+    }
+    if let Some(options) = &spec.batch_scheduler_options {
+        pod::check_quantities(
+            Some(&options.resources),
+            &path.child("batchSchedulerOptions").child("resources"),
+            report,
+        );
+    }
+}
+
+fn check_spark_version(version: &str, path: &FieldPath, report: &mut ValidationReport) -> Option<SparkVersion> {
+    if version.trim().is_empty() {
+        report.error(path.clone(), "is required: the Spark version of the image, e.g. 4.0.4");
+        return None;
+    }
+    let parsed = SparkVersion::parse(version);
+    if parsed.is_none() {
+        report.error(
+            path.clone(),
+            format!("{version:?} is not a Spark version: use major.minor.patch, e.g. 4.0.4"),
+        );
+    }
+    parsed
+}
+
+fn check_restart_policy(spec: &SparkApplicationSpec, path: &FieldPath, report: &mut ValidationReport) {
+    let policy = &spec.restart_policy;
+    for (field, value) in [
+        ("onSubmissionFailureRetries", policy.on_submission_failure_retries),
+        ("onFailureRetries", policy.on_failure_retries),
+    ] {
+        if let Some(value) = value
+            && value < 0
+        {
+            report.error(
+                path.child(field),
+                format!("must not be negative, got {value}: use 0 for no retries"),
+            );
+        }
+    }
+    for (field, value) in [
+        (
+            "onSubmissionFailureRetryInterval",
+            policy.on_submission_failure_retry_interval,
+        ),
+        ("onFailureRetryInterval", policy.on_failure_retry_interval),
+    ] {
+        if let Some(value) = value
+            && value < 1
+        {
+            report.error(path.child(field), format!("must be at least 1 second, got {value}"));
+        }
+    }
+}
+
+fn check_driver_ingress_options(spec: &SparkApplicationSpec, path: &FieldPath, report: &mut ValidationReport) {
+    let mut ports = BTreeMap::new();
+    let mut formats = BTreeMap::new();
+    for (index, option) in spec.driver_ingress_options.iter().enumerate() {
+        let at = path.index(index);
+        match option.service_port {
+            None => report.error(at.child("servicePort"), "is required: the driver port to expose"),
+            Some(port) if !(1..=65535).contains(&port) => {
+                report.error(
+                    at.child("servicePort"),
+                    format!("must be between 1 and 65535, got {port}"),
+                );
+            }
+            Some(port) => {
+                if let Some(first) = ports.insert(port, index) {
+                    report.error(
+                        at.child("servicePort"),
+                        format!("{port} is already exposed by entry {first}: each entry needs its own port"),
+                    );
+                }
+            }
+        }
+        if option.ingress_url_format.is_empty() {
+            report.error(
+                at.child("ingressURLFormat"),
+                "is required: the URL of the Ingress, e.g. {{$appName}}.example.com",
+            );
+        } else if let Some(first) = formats.insert(option.ingress_url_format.as_str(), index) {
+            report.error(
+                at.child("ingressURLFormat"),
+                format!("is already used by entry {first}: each entry needs its own URL"),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
