@@ -1,1 +1,25 @@
-fn main() {}
+//! `spark-operator`: the one binary of the Spark operator. Each subcommand lives in `commands/`; `cli.rs`
+//! declares them.
+
+mod cli;
+mod commands;
+
+use std::io;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Parser;
+
+use crate::cli::{Cli, Command};
+
+fn main() -> anyhow::Result<ExitCode> {
+    let cli = Cli::parse();
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    match cli.command {
+        Command::Crd(args) => commands::crd::run(&args, &mut out).context("spark-operator crd"),
+        Command::Validate(args) => {
+            commands::validate::run(&args, io::stdin().lock(), &mut out).context("spark-operator validate")
+        }
+    }
+}

@@ -1,0 +1,5 @@
+//! One module per subcommand, each with its `Args`, its error type and `run`.
+
+pub mod crd;
+pub mod documents;
+pub mod validate;

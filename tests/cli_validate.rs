@@ -1,0 +1,155 @@
+//! `spark-operator validate` and `spark-operator crd`, run as the built binary.
+
+// Test helpers may unwrap: a panic is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn binary() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_spark-operator"))
+}
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("api/tests/fixtures")
+}
+
+fn examples() -> Vec<PathBuf> {
+    let mut files: Vec<_> = std::fs::read_dir(fixtures().join("kubeflow-examples"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 10);
+    files
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn every_kubeflow_example_is_valid() {
+    let scratch = tempfile::tempdir().unwrap();
+    for example in examples() {
+        // The Prometheus example is a template (`image: {IMAGE_REGISTRY}/...` is not YAML); substitute its
+        // placeholders as Kubeflow's tooling does before applying it.
+        let text = std::fs::read_to_string(&example).unwrap();
+        let file = if text.contains("{IMAGE_REGISTRY}") {
+            let substituted = scratch.path().join(example.file_name().unwrap());
+            std::fs::write(
+                &substituted,
+                text.replace("{IMAGE_REGISTRY}", "registry.example.com")
+                    .replace("{IMAGE_REPOSITORY}", "spark"),
+            )
+            .unwrap();
+            substituted
+        } else {
+            example.clone()
+        };
+        let output = binary().args(["validate", "-f"]).arg(&file).output().unwrap();
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{}:\n{}",
+            example.display(),
+            stdout(&output)
+        );
+        assert!(stdout(&output).contains(": valid"), "{}", stdout(&output));
+    }
+}
+
+#[test]
+fn the_unsubstituted_prometheus_template_is_reported_not_accepted() {
+    let output = binary()
+        .args(["validate", "-f"])
+        .arg(fixtures().join("kubeflow-examples/spark-pi-prometheus.yaml"))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stdout(&output).contains("template placeholders"), "{}", stdout(&output));
+}
+
+#[test]
+fn five_mistakes_give_five_errors_and_exit_1() {
+    let output = binary()
+        .args(["validate", "-f"])
+        .arg(fixtures().join("invalid/five-mistakes.yaml"))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let text = stdout(&output);
+    let errors: Vec<_> = text.lines().filter(|l| l.contains(": error: ")).collect();
+    assert_eq!(errors.len(), 5, "{text}");
+    for path in [
+        "metadata.name",
+        "spec.sparkConf[spark.master]",
+        "spec.nodeSelector",
+        "spec.restartPolicy.onFailureRetryInterval",
+        "spec.driver.memory",
+    ] {
+        assert!(
+            errors
+                .iter()
+                .any(|l| l.contains(&format!("SparkApplication default/Spark_Pi: error: {path}: "))),
+            "{path}:\n{text}"
+        );
+    }
+}
+
+#[test]
+fn files_can_come_from_the_environment() {
+    let valid = fixtures().join("kubeflow-examples/spark-pi.yaml");
+    let invalid = fixtures().join("invalid/five-mistakes.yaml");
+    let output = binary()
+        .arg("validate")
+        .env(
+            "SPARK_OPERATOR_VALIDATE_FILENAME",
+            format!("{},{}", valid.display(), invalid.display()),
+        )
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stdout(&output).contains("2 object(s) checked: 1 invalid"),
+        "{}",
+        stdout(&output)
+    );
+}
+
+#[test]
+fn json_on_standard_input() {
+    use std::io::Write;
+    let yaml = std::fs::read_to_string(fixtures().join("kubeflow-examples/spark-pi-ttl.yaml")).unwrap();
+    let value: serde_json::Value = serde_yaml::from_str(&yaml).unwrap();
+    let mut child = binary()
+        .args(["validate", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(serde_json::to_string_pretty(&value).unwrap().as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stdout(&output));
+    assert!(stdout(&output).contains("<stdin>: SparkApplication default/spark-pi-ttl: valid"));
+}
+
+#[test]
+fn crd_prints_both_crds() {
+    let output = binary().arg("crd").output().unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let text = stdout(&output);
+    assert_eq!(
+        text.matches("\nkind: CustomResourceDefinition\n").count(),
+        2,
+        "{}",
+        &text[..200.min(text.len())]
+    );
+    assert!(text.contains("name: sparkapplications.sparkoperator.k8s.io"));
+    assert!(text.contains("name: scheduledsparkapplications.sparkoperator.k8s.io"));
+}
