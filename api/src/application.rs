@@ -318,6 +318,7 @@ pub struct BatchSchedulerConfiguration {
     pub priority_class_name: Option<String>,
     /// Resources the scheduler reserves for the application.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "crate::embedded::quantity_map")]
     pub resources: BTreeMap<String, Quantity>,
 }
 

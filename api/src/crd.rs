@@ -3,6 +3,8 @@
 //! The CRDs keep embedded core/v1 objects as `x-kubernetes-preserve-unknown-fields` (see
 //! [`crate::embedded`]) so each stays far under the 256 KiB a plain `kubectl apply` can carry.
 
+use std::sync::OnceLock;
+
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 use schemars::JsonSchema;
@@ -14,12 +16,15 @@ use crate::scheduled::ScheduledSparkApplication;
 
 /// The SparkApplication CRD.
 pub fn spark_application_crd() -> CustomResourceDefinition {
-    tidy(SparkApplication::crd())
+    // Generating it builds every embedded core/v1 schema only to drop it: do it once.
+    static CRD: OnceLock<CustomResourceDefinition> = OnceLock::new();
+    CRD.get_or_init(|| tidy(SparkApplication::crd())).clone()
 }
 
 /// The ScheduledSparkApplication CRD.
 pub fn scheduled_spark_application_crd() -> CustomResourceDefinition {
-    tidy(ScheduledSparkApplication::crd())
+    static CRD: OnceLock<CustomResourceDefinition> = OnceLock::new();
+    CRD.get_or_init(|| tidy(ScheduledSparkApplication::crd())).clone()
 }
 
 /// Removes what the derived schema has but the CRD must not: `null` among enum values (from optional
@@ -231,6 +236,64 @@ mod tests {
         let schema = serde_json::to_value(schema_of(&spark_application_crd())).unwrap();
         let mode = &schema["properties"]["spec"]["properties"]["mode"];
         assert_eq!(mode["enum"], serde_json::json!(["cluster", "client"]));
+    }
+
+    /// Checks `value` against a CRD's own schema, as the API server would: structural errors, and the
+    /// fields it would prune.
+    fn check_against_crd(crd: &CustomResourceDefinition, part: &str, value: &Value) -> crate::structural::Findings {
+        let schema = serde_json::to_value(schema_of(crd)).unwrap();
+        let mut findings = crate::structural::Findings::default();
+        crate::structural::check(
+            value,
+            &schema["properties"][part],
+            &crate::field::FieldPath::new(part),
+            &mut findings,
+        );
+        findings
+    }
+
+    #[test]
+    fn the_crds_accept_every_kubeflow_example_without_pruning() {
+        use serde::Deserialize;
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kubeflow-examples");
+        let mut checked = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            // The Prometheus example is a template; see tests/kubeflow_examples.rs.
+            let text = std::fs::read_to_string(entry.unwrap().path())
+                .unwrap()
+                .replace("{IMAGE_REGISTRY}/{IMAGE_REPOSITORY}/", "");
+            for document in serde_yaml::Deserializer::from_str(&text) {
+                let value = Value::deserialize(document).unwrap();
+                let crd = match value["kind"].as_str() {
+                    Some("SparkApplication") => spark_application_crd(),
+                    Some("ScheduledSparkApplication") => scheduled_spark_application_crd(),
+                    _ => continue,
+                };
+                let findings = check_against_crd(&crd, "spec", &value["spec"]);
+                assert!(findings.errors.is_empty(), "{:?}", findings.errors);
+                assert!(findings.unknown.is_empty(), "would be pruned: {:?}", findings.unknown);
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, 10);
+    }
+
+    #[test]
+    fn the_crd_accepts_a_status_written_by_kubeflow() {
+        let status = serde_json::json!({
+            "applicationState": {"state": "RUNNING", "errorMessage": ""},
+            "driverInfo": {"podName": "spark-pi-driver", "webUIPort": 4040, "webUIServiceName": "spark-pi-ui-svc"},
+            "executionAttempts": 1,
+            "executorState": {"spark-pi-1-exec-1": "RUNNING"},
+            "lastSubmissionAttemptTime": "2024-06-01T10:00:00Z",
+            "terminationTime": null,
+            "sparkApplicationId": "spark-123",
+            "submissionAttempts": 1,
+            "submissionID": "6a0b6f0c-7a52-4b44-8d5c-0f55d7a4f1c2"
+        });
+        let findings = check_against_crd(&spark_application_crd(), "status", &status);
+        assert!(findings.errors.is_empty(), "{:?}", findings.errors);
+        assert!(findings.unknown.is_empty(), "would be pruned: {:?}", findings.unknown);
     }
 
     #[test]

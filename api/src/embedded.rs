@@ -49,3 +49,15 @@ pub(crate) fn list<T: JsonSchema>(generator: &mut SchemaGenerator) -> Schema {
 pub(crate) fn pod_template<T: JsonSchema>(generator: &mut SchemaGenerator) -> Schema {
     preserved_object(generator.subschema_for::<T>(), true)
 }
+
+/// A map of Kubernetes quantities (a ResourceList), with a one-line description instead of the Quantity
+/// type's page-long one, which would be repeated in the CRD.
+pub(crate) fn quantity_map(_: &mut SchemaGenerator) -> Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "additionalProperties": {
+            "x-kubernetes-int-or-string": true,
+            "description": "A Kubernetes quantity, e.g. 500m, 2 or 4Gi."
+        }
+    })
+}
