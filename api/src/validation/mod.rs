@@ -116,17 +116,29 @@ fn check_spec(spec: &SparkApplicationSpec, namespace: Option<&str>, path: &Field
             "is required: the jar, Python or R file to run, e.g. local:///opt/spark/examples/jars/spark-examples.jar",
         );
     }
-    if spec.image.is_none() && spec.driver.pod.image.is_none() {
-        report.error(
-            path.child("image"),
-            "is required: set spec.image, or spec.driver.image for the driver",
-        );
-    }
-    if spec.image.is_none() && spec.executor.pod.image.is_none() && spec.driver.pod.image.is_some() {
-        report.error(
+    // Spark refuses to submit without a driver and an executor image.
+    if spec.image.is_none() {
+        let (driver, executor) = (
+            path.child("driver").child("image"),
             path.child("executor").child("image"),
-            "is required when spec.image is not set: set spec.image or spec.executor.image",
         );
+        match (&spec.driver.pod.image, &spec.executor.pod.image) {
+            (None, None) => {
+                report.error(
+                    path.child("image"),
+                    "is required: set spec.image, or both spec.driver.image and spec.executor.image",
+                );
+            }
+            (None, Some(_)) => report.error(
+                driver,
+                "is required when spec.image is not set: set spec.image or spec.driver.image",
+            ),
+            (Some(_), None) => report.error(
+                executor,
+                "is required when spec.image is not set: set spec.image or spec.executor.image",
+            ),
+            (Some(_), Some(_)) => {}
+        }
     }
 
     if !spec.node_selector.is_empty()

@@ -290,6 +290,12 @@ fn image_and_main_file_are_required() {
         v["spec"]["driver"]["image"] = json!("spark:4");
     });
     assert_eq!(errors(&per_role), ["spec.executor.image"]);
+    let both_roles = app_with(|v| {
+        v["spec"].as_object_mut().unwrap().remove("image");
+        v["spec"]["driver"]["image"] = json!("spark:4");
+        v["spec"]["executor"]["image"] = json!("spark:4");
+    });
+    assert!(errors(&both_roles).is_empty());
 }
 
 #[test]
