@@ -1,0 +1,82 @@
+//! Conversion between the stored form of an object and the version a client reads or writes.
+//!
+//! Most resources are served in one version, so conversion only sets `apiVersion`. Events are
+//! the exception: `events.k8s.io/v1` Events are `v1` Events stored under other field names.
+//! CRDs with several versions use the `None` conversion strategy (only `apiVersion` changes).
+
+use serde_json::{Map, Value};
+
+use crate::registry::{ResourceInfo, api_version};
+
+/// (core/v1 field, events.k8s.io/v1 field)
+const EVENT_FIELDS: &[(&str, &str)] = &[
+    ("involvedObject", "regarding"),
+    ("message", "note"),
+    ("reportingComponent", "reportingController"),
+    ("source", "deprecatedSource"),
+    ("firstTimestamp", "deprecatedFirstTimestamp"),
+    ("lastTimestamp", "deprecatedLastTimestamp"),
+    ("count", "deprecatedCount"),
+];
+
+fn is_events_group(info: &ResourceInfo) -> bool {
+    info.group == "events.k8s.io" && info.resource == "events"
+}
+
+/// Converts a stored object to what `info` in `version` serves.
+pub fn to_version(info: &ResourceInfo, stored: &Value, version: &str) -> Value {
+    let mut out = stored.clone();
+    if let Value::Object(map) = &mut out {
+        if is_events_group(info) {
+            rename_fields(map, EVENT_FIELDS.iter().map(|(core, ev)| (*core, *ev)));
+        }
+        map.insert("apiVersion".into(), Value::String(api_version(&info.group, version)));
+        map.insert("kind".into(), Value::String(info.kind.clone()));
+    }
+    out
+}
+
+/// Converts an object a client sent (in `info`'s group and the given version) to its stored form.
+pub fn to_storage(info: &ResourceInfo, obj: &Value) -> Value {
+    let mut out = obj.clone();
+    if let Value::Object(map) = &mut out {
+        let storage_api_version = if is_events_group(info) {
+            rename_fields(map, EVENT_FIELDS.iter().map(|(core, ev)| (*ev, *core)));
+            "v1".to_string()
+        } else {
+            api_version(&info.group, &info.storage_version)
+        };
+        map.insert("apiVersion".into(), Value::String(storage_api_version));
+        map.insert("kind".into(), Value::String(info.kind.clone()));
+    }
+    out
+}
+
+fn rename_fields<'a>(map: &mut Map<String, Value>, pairs: impl Iterator<Item = (&'a str, &'a str)>) {
+    for (from, to) in pairs {
+        if let Some(v) = map.remove(from) {
+            map.insert(to.to_string(), v);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::{Gvr, Registry};
+    use serde_json::json;
+
+    #[test]
+    fn events_convert_both_ways() {
+        let reg = Registry::builtin();
+        let ev = reg.lookup(&Gvr::new("events.k8s.io", "v1", "events")).unwrap();
+        let sent = json!({ "apiVersion": "events.k8s.io/v1", "kind": "Event", "note": "hi", "regarding": { "kind": "Pod" }, "reportingController": "c" });
+        let stored = to_storage(&ev, &sent);
+        assert_eq!(stored["apiVersion"], "v1");
+        assert_eq!(stored["message"], "hi");
+        assert_eq!(stored["involvedObject"]["kind"], "Pod");
+        assert_eq!(to_version(&ev, &stored, "v1"), sent);
+        let core = reg.lookup(&Gvr::new("", "v1", "events")).unwrap();
+        assert_eq!(to_version(&core, &stored, "v1")["message"], "hi");
+    }
+}

@@ -1,0 +1,33 @@
+//! `kube-sim`: a simulated Kubernetes API server that real clients (kubectl, kube-rs, fabric8,
+//! Helm) accept unchanged. See `README.md` for what works.
+//!
+//! - [`Sim`] runs the server in-process (HTTPS on 127.0.0.1, a kubeconfig, a `kube::Client`).
+//! - [`store::Store`] is the object store with the apiserver's semantics, usable directly by
+//!   in-process controllers; [`admission_seam`] is where admission plugs into its write path and
+//!   [`store::Store::changes`] is the feed the garbage collector follows.
+
+pub mod admission_seam;
+pub mod apply;
+pub mod convert;
+pub mod defaults;
+pub mod discovery;
+pub mod faults;
+pub mod kubeconfig;
+pub mod list_types;
+pub mod managed_fields;
+pub mod meta;
+pub mod openapi;
+pub mod patch;
+pub mod registry;
+pub mod selectors;
+mod server;
+mod sim;
+pub mod status;
+pub mod store;
+pub mod table;
+pub mod tls;
+pub mod validation;
+pub mod watch;
+
+pub use server::ServeError;
+pub use sim::{Sim, SimConfig, SimError};

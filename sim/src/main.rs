@@ -1,0 +1,78 @@
+//! `kube-sim serve`: runs the simulated API server until SIGINT/SIGTERM.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use kube_sim::{Sim, SimConfig};
+
+#[derive(Parser)]
+#[command(
+    name = "kube-sim",
+    about = "A simulated Kubernetes API server for tests and local development"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the API on 127.0.0.1 and write a kubeconfig once ready.
+    Serve {
+        /// Directory for the sim's files (CA certificate, ...).
+        #[arg(long, env = "KUBE_SIM_DATA_DIR")]
+        data_dir: PathBuf,
+        /// Where to write the kubeconfig (default: <data-dir>/kubeconfig).
+        #[arg(long, env = "KUBE_SIM_KUBECONFIG")]
+        kubeconfig: Option<PathBuf>,
+        /// Port on 127.0.0.1 (0 = a free one).
+        #[arg(long, env = "KUBE_SIM_PORT", default_value_t = 0)]
+        port: u16,
+        /// Seconds between watch bookmarks.
+        #[arg(long, env = "KUBE_SIM_BOOKMARK_INTERVAL_SECONDS", default_value_t = 60)]
+        bookmark_interval_seconds: u64,
+    },
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("KUBE_SIM_LOG").unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve {
+            data_dir,
+            kubeconfig,
+            port,
+            bookmark_interval_seconds,
+        } => {
+            let mut config = SimConfig::new(data_dir);
+            config.kubeconfig_path = kubeconfig;
+            config.port = port;
+            config.bookmark_interval = Duration::from_secs(bookmark_interval_seconds.max(1));
+            let sim = Sim::start(config).await.context("starting kube-sim")?;
+            println!(
+                "kube-sim serving at {} (kubeconfig: {})",
+                sim.url(),
+                sim.kubeconfig_path().display()
+            );
+            wait_for_signal().await?;
+            sim.shutdown().await;
+            Ok(())
+        }
+    }
+}
+
+async fn wait_for_signal() -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r.context("waiting for SIGINT")?,
+        _ = term.recv() => {}
+    }
+    Ok(())
+}

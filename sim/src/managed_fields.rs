@@ -1,0 +1,467 @@
+//! Field sets and `metadata.managedFields` (FieldsV1), as structured-merge-diff tracks them:
+//! which manager owns which fields, updated on every write.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Map, Value, json};
+
+use crate::list_types::{KindSchema, ListType};
+
+/// One step of a field path.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PathElement {
+    /// `f:<name>`
+    Field(String),
+    /// `k:{"name":"x"}` — an associative list item by its keys (canonical JSON).
+    Key(String),
+    /// `v:"x"` — a set member (JSON).
+    Value(String),
+    /// `i:3`
+    Index(usize),
+}
+
+pub type FieldPath = Vec<PathElement>;
+
+/// Renders a path as structured-merge-diff prints it: `.spec.containers[name="a"].image`.
+pub fn path_string(path: &[PathElement]) -> String {
+    let mut s = String::new();
+    for el in path {
+        match el {
+            PathElement::Field(f) => {
+                s.push('.');
+                s.push_str(f);
+            }
+            PathElement::Key(k) => {
+                let parts: Vec<String> = serde_json::from_str::<Map<String, Value>>(k)
+                    .map(|m| m.iter().map(|(k, v)| format!("{k}={v}")).collect())
+                    .unwrap_or_default();
+                s.push_str(&format!("[{}]", parts.join(",")));
+            }
+            PathElement::Value(v) => s.push_str(&format!("[={v}]")),
+            PathElement::Index(i) => s.push_str(&format!("[{i}]")),
+        }
+    }
+    s
+}
+
+/// A set of field paths. A path is a member when its field is owned; the parents of members are
+/// implied.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FieldSet {
+    pub paths: BTreeSet<FieldPath>,
+}
+
+/// Top-level and metadata fields no manager owns.
+fn ignored(path: &[PathElement]) -> bool {
+    match path {
+        [PathElement::Field(f)] => f == "apiVersion" || f == "kind",
+        [PathElement::Field(m), PathElement::Field(f)] if m == "metadata" => matches!(
+            f.as_str(),
+            "name"
+                | "namespace"
+                | "uid"
+                | "resourceVersion"
+                | "generation"
+                | "creationTimestamp"
+                | "deletionTimestamp"
+                | "deletionGracePeriodSeconds"
+                | "managedFields"
+                | "selfLink"
+                | "generateName"
+        ),
+        _ => false,
+    }
+}
+
+impl FieldSet {
+    /// The fields an object sets. `with_parents` also makes every map and list a member (as
+    /// Update operations record `.`), which apply sets do not.
+    pub fn of(obj: &Value, schema: &KindSchema<'_>, with_parents: bool) -> Self {
+        let mut set = FieldSet::default();
+        let mut path = Vec::new();
+        let mut names = Vec::new();
+        walk(obj, schema, with_parents, &mut path, &mut names, &mut set.paths);
+        set
+    }
+
+    pub fn difference(&self, other: &FieldSet) -> FieldSet {
+        FieldSet {
+            paths: self.paths.difference(&other.paths).cloned().collect(),
+        }
+    }
+
+    pub fn union(&self, other: &FieldSet) -> FieldSet {
+        FieldSet {
+            paths: self.paths.union(&other.paths).cloned().collect(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.paths.is_empty()
+    }
+
+    /// FieldsV1 JSON.
+    pub fn to_fields_v1(&self) -> Value {
+        let mut root = Map::new();
+        for path in &self.paths {
+            let mut node = &mut root;
+            for (i, el) in path.iter().enumerate() {
+                let key = element_key(el);
+                let child = node.entry(key).or_insert_with(|| json!({}));
+                let Value::Object(child) = child else { break };
+                if i == path.len() - 1 {
+                    // A member that also has children is written as `.`.
+                    if !child.is_empty() {
+                        child.insert(".".into(), json!({}));
+                    }
+                }
+                node = child;
+            }
+        }
+        // Members recorded before their children were added: mark with `.`.
+        mark_members(&mut root, &self.paths, &mut Vec::new());
+        Value::Object(root)
+    }
+
+    /// Parses FieldsV1 JSON; unknown keys are skipped.
+    pub fn from_fields_v1(v: &Value) -> Self {
+        let mut set = FieldSet::default();
+        if let Value::Object(m) = v {
+            parse_node(m, &mut Vec::new(), &mut set.paths);
+        }
+        set
+    }
+}
+
+fn element_key(el: &PathElement) -> String {
+    match el {
+        PathElement::Field(f) => format!("f:{f}"),
+        PathElement::Key(k) => format!("k:{k}"),
+        PathElement::Value(v) => format!("v:{v}"),
+        PathElement::Index(i) => format!("i:{i}"),
+    }
+}
+
+fn mark_members(node: &mut Map<String, Value>, members: &BTreeSet<FieldPath>, path: &mut FieldPath) {
+    let keys: Vec<String> = node.keys().filter(|k| *k != ".").cloned().collect();
+    for key in keys {
+        let Some(el) = parse_element(&key) else { continue };
+        path.push(el);
+        if let Some(Value::Object(child)) = node.get_mut(&key) {
+            if members.contains(path) && !child.is_empty() {
+                child.insert(".".into(), json!({}));
+            }
+            mark_members(child, members, path);
+        }
+        path.pop();
+    }
+}
+
+fn parse_element(key: &str) -> Option<PathElement> {
+    let (prefix, rest) = key.split_at_checked(2)?;
+    match prefix {
+        "f:" => Some(PathElement::Field(rest.to_string())),
+        "k:" => Some(PathElement::Key(rest.to_string())),
+        "v:" => Some(PathElement::Value(rest.to_string())),
+        "i:" => rest.parse().ok().map(PathElement::Index),
+        _ => None,
+    }
+}
+
+fn parse_node(m: &Map<String, Value>, path: &mut FieldPath, out: &mut BTreeSet<FieldPath>) {
+    for (key, child) in m {
+        if key == "." {
+            if !path.is_empty() {
+                out.insert(path.clone());
+            }
+            continue;
+        }
+        let Some(el) = parse_element(key) else { continue };
+        path.push(el);
+        match child {
+            Value::Object(c) if !c.is_empty() => parse_node(c, path, out),
+            _ => {
+                out.insert(path.clone());
+            }
+        }
+        path.pop();
+    }
+}
+
+fn walk<'v>(
+    value: &'v Value,
+    schema: &KindSchema<'_>,
+    with_parents: bool,
+    path: &mut FieldPath,
+    names: &mut Vec<&'v str>,
+    out: &mut BTreeSet<FieldPath>,
+) {
+    match value {
+        Value::Object(m) if !m.is_empty() && !schema.map_is_atomic(names) => {
+            if with_parents && !path.is_empty() {
+                out.insert(path.clone());
+            }
+            for (k, v) in m {
+                path.push(PathElement::Field(k.clone()));
+                if !ignored(path) {
+                    names.push(k.as_str());
+                    walk(v, schema, with_parents, path, names, out);
+                    names.pop();
+                }
+                path.pop();
+            }
+        }
+        Value::Array(items) if !items.is_empty() => match schema.list_type(names) {
+            ListType::Map(keys) => {
+                if with_parents {
+                    out.insert(path.clone());
+                }
+                for item in items {
+                    let mut key = Map::new();
+                    for k in &keys {
+                        if let Some(v) = item.get(k) {
+                            key.insert(k.clone(), v.clone());
+                        }
+                    }
+                    path.push(PathElement::Key(Value::Object(key).to_string()));
+                    out.insert(path.clone());
+                    if let Value::Object(fields) = item {
+                        for (k, v) in fields {
+                            path.push(PathElement::Field(k.clone()));
+                            names.push(k.as_str());
+                            walk(v, schema, with_parents, path, names, out);
+                            names.pop();
+                            path.pop();
+                        }
+                    }
+                    path.pop();
+                }
+            }
+            ListType::Set => {
+                if with_parents {
+                    out.insert(path.clone());
+                }
+                for item in items {
+                    path.push(PathElement::Value(item.to_string()));
+                    out.insert(path.clone());
+                    path.pop();
+                }
+            }
+            ListType::Atomic => {
+                out.insert(path.clone());
+            }
+        },
+        _ => {
+            if !path.is_empty() {
+                out.insert(path.clone());
+            }
+        }
+    }
+}
+
+/// The value at a field path, if present.
+pub fn value_at<'v>(obj: &'v Value, path: &[PathElement]) -> Option<&'v Value> {
+    let mut cur = obj;
+    for el in path {
+        cur = match el {
+            PathElement::Field(f) => cur.get(f)?,
+            PathElement::Index(i) => cur.get(*i)?,
+            PathElement::Key(k) => {
+                let key: Map<String, Value> = serde_json::from_str(k).ok()?;
+                cur.as_array()?
+                    .iter()
+                    .find(|item| key.iter().all(|(kk, kv)| item.get(kk) == Some(kv)))?
+            }
+            PathElement::Value(v) => {
+                let want: Value = serde_json::from_str(v).ok()?;
+                cur.as_array()?.iter().find(|item| **item == want)?
+            }
+        };
+    }
+    Some(cur)
+}
+
+/// One `managedFields` entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ManagedEntry {
+    pub manager: String,
+    /// `Apply` or `Update`.
+    pub operation: String,
+    pub api_version: String,
+    pub time: String,
+    pub subresource: String,
+    pub fields: FieldSet,
+}
+
+impl ManagedEntry {
+    pub fn to_json(&self) -> Value {
+        let mut v = json!({
+            "manager": self.manager,
+            "operation": self.operation,
+            "apiVersion": self.api_version,
+            "time": self.time,
+            "fieldsType": "FieldsV1",
+            "fieldsV1": self.fields.to_fields_v1(),
+        });
+        if !self.subresource.is_empty() {
+            v["subresource"] = json!(self.subresource);
+        }
+        v
+    }
+
+    pub fn from_json(v: &Value) -> Option<Self> {
+        let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+        let manager = s("manager");
+        let operation = s("operation");
+        if operation.is_empty() {
+            return None;
+        }
+        Some(Self {
+            manager,
+            operation,
+            api_version: s("apiVersion"),
+            time: s("time"),
+            subresource: s("subresource"),
+            fields: v.get("fieldsV1").map(FieldSet::from_fields_v1).unwrap_or_default(),
+        })
+    }
+
+    /// Whether this is the entry of the same manager, operation, version and subresource.
+    pub fn same_slot(&self, other: &ManagedEntry) -> bool {
+        self.manager == other.manager
+            && self.operation == other.operation
+            && self.subresource == other.subresource
+            && (self.operation == "Apply" || self.api_version == other.api_version)
+    }
+}
+
+/// Reads `metadata.managedFields`.
+pub fn read(obj: &Value) -> Vec<ManagedEntry> {
+    obj.pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(ManagedEntry::from_json).collect())
+        .unwrap_or_default()
+}
+
+/// Writes `metadata.managedFields` (dropping entries that own nothing).
+pub fn write(obj: &mut Value, entries: &[ManagedEntry]) {
+    let list: Vec<Value> = entries
+        .iter()
+        .filter(|e| !e.fields.is_empty())
+        .map(ManagedEntry::to_json)
+        .collect();
+    let meta = crate::meta::metadata_mut(obj);
+    if list.is_empty() {
+        meta.remove("managedFields");
+    } else {
+        meta.insert("managedFields".into(), Value::Array(list));
+    }
+}
+
+/// Records a non-apply write by `manager`: it takes over every field it changed, and fields that
+/// disappeared leave every manager. Only paths `in_scope` are tracked for this write.
+#[allow(clippy::too_many_arguments)]
+pub fn record_update(
+    old: Option<&Value>,
+    new: &mut Value,
+    schema: &KindSchema<'_>,
+    manager: &str,
+    api_version: &str,
+    subresource: &str,
+    now: &str,
+    in_scope: &dyn Fn(&FieldPath) -> bool,
+) {
+    let mut entries = old.map(read).unwrap_or_default();
+    let scoped = |v: &Value| FieldSet {
+        paths: FieldSet::of(v, schema, false)
+            .paths
+            .into_iter()
+            .filter(|p| in_scope(p))
+            .collect(),
+    };
+    let new_set = scoped(new);
+    let old_set = old.map(scoped).unwrap_or_default();
+    // Leaves compare by value; list items (k:/v:) only count when they are new.
+    let changed: BTreeSet<FieldPath> = new_set
+        .paths
+        .iter()
+        .filter(|p| match old {
+            None => true,
+            Some(o) => {
+                !old_set.paths.contains(*p)
+                    || (matches!(p.last(), Some(PathElement::Field(_) | PathElement::Index(_)))
+                        && value_at(new, p) != value_at(o, p))
+            }
+        })
+        .cloned()
+        .collect();
+    let removed = old_set.difference(&new_set);
+    if changed.is_empty() && removed.is_empty() {
+        if old.is_some() {
+            write(new, &entries);
+        }
+        return;
+    }
+    let changed = FieldSet { paths: changed };
+    for e in entries.iter_mut() {
+        e.fields = e.fields.difference(&changed).difference(&removed);
+    }
+    let mine = ManagedEntry {
+        manager: manager.to_string(),
+        operation: "Update".into(),
+        api_version: api_version.to_string(),
+        time: now.to_string(),
+        subresource: subresource.to_string(),
+        fields: FieldSet::default(),
+    };
+    match entries.iter_mut().find(|e| e.same_slot(&mine)) {
+        Some(e) => {
+            e.fields = e.fields.union(&changed);
+            e.time = now.to_string();
+        }
+        None => entries.push(ManagedEntry {
+            fields: changed,
+            ..mine
+        }),
+    }
+    write(new, &entries);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod_schema() -> KindSchema<'static> {
+        KindSchema::new("", "Pod", None)
+    }
+
+    #[test]
+    fn fields_v1_round_trip() {
+        let obj = json!({ "apiVersion": "v1", "metadata": { "name": "p", "labels": { "a": "1" }, "finalizers": ["x"] },
+                          "spec": { "containers": [{ "name": "c", "image": "i" }] } });
+        let set = FieldSet::of(&obj, &pod_schema(), false);
+        let v1 = set.to_fields_v1();
+        assert_eq!(v1["f:metadata"]["f:labels"]["f:a"], json!({}));
+        assert_eq!(v1["f:metadata"]["f:finalizers"]["v:\"x\""], json!({}));
+        assert_eq!(v1["f:spec"]["f:containers"]["k:{\"name\":\"c\"}"]["."], json!({}));
+        assert!(v1.get("f:apiVersion").is_none());
+        assert!(v1["f:metadata"].get("f:name").is_none());
+        assert_eq!(FieldSet::from_fields_v1(&v1), set);
+    }
+
+    #[test]
+    fn updates_transfer_ownership() {
+        let s = pod_schema();
+        let mut a = json!({ "data": { "x": "1", "y": "1" } });
+        record_update(None, &mut a, &s, "first", "v1", "", "t", &|_| true);
+        let mut b = json!({ "data": { "x": "2", "y": "1" } });
+        b["metadata"] = a["metadata"].clone();
+        record_update(Some(&a), &mut b, &s, "second", "v1", "", "t", &|_| true);
+        let entries = read(&b);
+        assert_eq!(entries.len(), 2);
+        let x = vec![PathElement::Field("data".into()), PathElement::Field("x".into())];
+        assert!(entries[1].fields.paths.contains(&x));
+        assert!(!entries[0].fields.paths.contains(&x));
+        assert_eq!(path_string(&x), ".data.x");
+    }
+}

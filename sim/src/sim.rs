@@ -1,0 +1,225 @@
+//! Running the simulated API server in-process: [`Sim::start`], [`Sim::client`],
+//! [`Sim::kubeconfig_path`], [`Sim::shutdown`].
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::faults::Faults;
+use crate::kubeconfig::{self, KubeconfigContents};
+use crate::registry::Gvr;
+use crate::server::{self, AppState, ServeError, ServerHandle};
+use crate::store::{Store, StoreConfig, WriteOptions};
+use crate::tls::{Pki, TlsError};
+
+/// How to start a sim.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// Where the sim keeps its files (the CA certificate, later node directories).
+    pub data_dir: PathBuf,
+    /// Where to write the kubeconfig; `<data_dir>/kubeconfig` when None.
+    pub kubeconfig_path: Option<PathBuf>,
+    /// The port on 127.0.0.1; 0 picks a free one.
+    pub port: u16,
+    pub store: StoreConfig,
+    /// How often watches that allow bookmarks get one.
+    pub bookmark_interval: Duration,
+}
+
+impl SimConfig {
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            data_dir: data_dir.into(),
+            kubeconfig_path: None,
+            port: 0,
+            store: StoreConfig::default(),
+            bookmark_interval: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Why the sim could not start or hand out a client.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("creating the data directory {path}: {source}")]
+    DataDir { path: String, source: std::io::Error },
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    #[error(transparent)]
+    Serve(#[from] ServeError),
+    #[error(transparent)]
+    Kubeconfig(#[from] kubeconfig::KubeconfigError),
+    #[error("creating the initial {what}: {source}")]
+    Bootstrap {
+        what: String,
+        source: crate::status::ApiError,
+    },
+    #[error("reading the kubeconfig for a client: {0}")]
+    ClientConfig(String),
+    #[error("building a kube client: {0}")]
+    Client(#[from] kube::Error),
+}
+
+/// A running simulated cluster.
+pub struct Sim {
+    store: Store,
+    faults: Arc<Faults>,
+    server: ServerHandle,
+    kubeconfig_path: PathBuf,
+    pki: Pki,
+    token: String,
+}
+
+impl Sim {
+    /// Starts the API server; the kubeconfig is written once it accepts connections.
+    pub async fn start(config: SimConfig) -> Result<Sim, SimError> {
+        std::fs::create_dir_all(&config.data_dir).map_err(|source| SimError::DataDir {
+            path: config.data_dir.display().to_string(),
+            source,
+        })?;
+        let pki = Pki::generate()?;
+        let ca_path = config.data_dir.join("ca.crt");
+        std::fs::write(&ca_path, &pki.ca_cert_pem).map_err(|source| SimError::DataDir {
+            path: ca_path.display().to_string(),
+            source,
+        })?;
+        let store = Store::new(config.store.clone());
+        bootstrap(&store).await?;
+        let faults = Arc::new(Faults::default());
+        let token = uuid::Uuid::new_v4().simple().to_string();
+        let listener = server::bind(config.port).await?;
+        let addr = listener.local_addr().map_err(ServeError::LocalAddr)?;
+        let state = Arc::new(AppState {
+            store: store.clone(),
+            faults: faults.clone(),
+            token: token.clone(),
+            server_address: addr.to_string(),
+            bookmark_interval: config.bookmark_interval,
+        });
+        let server = server::spawn(listener, pki.server_config()?, state)?;
+        let kubeconfig_path = config
+            .kubeconfig_path
+            .clone()
+            .unwrap_or_else(|| config.data_dir.join("kubeconfig"));
+        kubeconfig::write(
+            &kubeconfig_path,
+            &KubeconfigContents {
+                server: &format!("https://{}", server.addr),
+                ca_pem: &pki.ca_cert_pem,
+                client_cert_pem: &pki.client_cert_pem,
+                client_key_pem: &pki.client_key_pem,
+                token: &token,
+            },
+        )?;
+        tracing::info!(addr = %server.addr, kubeconfig = %kubeconfig_path.display(), "kube-sim is serving");
+        Ok(Sim {
+            store,
+            faults,
+            server,
+            kubeconfig_path,
+            pki,
+            token,
+        })
+    }
+
+    /// The object store behind the API (for in-process controllers and tests).
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Fault injection for requests over HTTP.
+    pub fn faults(&self) -> &Faults {
+        &self.faults
+    }
+
+    /// Ends every open watch now (HTTP and in-process).
+    pub fn cut_all_watches(&self) {
+        self.store.cut_all_watches();
+    }
+
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig_path
+    }
+
+    /// `https://127.0.0.1:<port>`
+    pub fn url(&self) -> String {
+        format!("https://{}", self.server.addr)
+    }
+
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.server.addr
+    }
+
+    /// The cluster's CA and certificates.
+    pub fn pki(&self) -> &Pki {
+        &self.pki
+    }
+
+    /// The bearer token the kubeconfig's `kube-sim-token` user carries.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// A kube-rs client for the default (client certificate) context.
+    pub async fn client(&self) -> Result<kube::Client, SimError> {
+        self.client_for_context(kubeconfig::CONTEXT).await
+    }
+
+    /// A kube-rs client for a context of the kubeconfig (`kube-sim` or `kube-sim-token`).
+    pub async fn client_for_context(&self, context: &str) -> Result<kube::Client, SimError> {
+        let kc = kube::config::Kubeconfig::read_from(&self.kubeconfig_path)
+            .map_err(|e| SimError::ClientConfig(e.to_string()))?;
+        let opts = kube::config::KubeConfigOptions {
+            context: Some(context.to_string()),
+            ..Default::default()
+        };
+        let config = kube::Config::from_custom_kubeconfig(kc, &opts)
+            .await
+            .map_err(|e| SimError::ClientConfig(e.to_string()))?;
+        Ok(kube::Client::try_from(config)?)
+    }
+
+    /// Stops serving: open watches end, connections close, the port is released.
+    pub async fn shutdown(self) {
+        self.store.cut_all_watches();
+        self.server.shutdown().await;
+    }
+}
+
+/// What every cluster has from the start: the system namespaces and the `kubernetes` Service.
+async fn bootstrap(store: &Store) -> Result<(), SimError> {
+    let opts = WriteOptions {
+        field_manager: Some("kube-apiserver".into()),
+        ..Default::default()
+    };
+    let ns = Gvr::new("", "v1", "namespaces");
+    for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        store
+            .create(
+                &ns,
+                "",
+                json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": name } }),
+                &opts,
+            )
+            .await
+            .map_err(|source| SimError::Bootstrap {
+                what: format!("namespace {name}"),
+                source,
+            })?;
+    }
+    let svc = json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": { "name": "kubernetes", "labels": { "component": "apiserver", "provider": "kubernetes" } },
+        "spec": { "clusterIP": "10.96.0.1", "ports": [{ "name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443 }] }
+    });
+    store
+        .create(&Gvr::new("", "v1", "services"), "default", svc, &opts)
+        .await
+        .map_err(|source| SimError::Bootstrap {
+            what: "service kubernetes".into(),
+            source,
+        })?;
+    Ok(())
+}
