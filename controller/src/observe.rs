@@ -1,0 +1,314 @@
+//! What the controller reads off driver and executor pods, as plain facts: pure functions from a `Pod`,
+//! so the state machine ([`crate::state`]) and the executor tracker ([`crate::executors`]) can be tested
+//! without pods.
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use spark_operator_api::labels::{
+    DRIVER_CONTAINER_NAME, EXECUTOR_CONTAINER_NAME, FINALIZER_DRIVER_PROTECTION, LABEL_APP_NAME,
+    LABEL_SPARK_APP_SELECTOR, LABEL_SPARK_EXEC_ID, LABEL_SPARK_ROLE, LABEL_SUBMISSION_ID, SparkRole,
+};
+use spark_operator_api::state::{DriverState, ExecutorState, TerminationObserver};
+use spark_operator_api::status::{MAX_LOG_TAIL_BYTES, TerminationRecord};
+
+/// Container waiting reasons that mean the driver cannot start without someone fixing something.
+pub const STUCK_WAITING_REASONS: [&str; 4] = [
+    "ImagePullBackOff",
+    "ErrImagePull",
+    "CreateContainerConfigError",
+    "InvalidImageName",
+];
+/// The PodScheduled condition reason of a pod no node can take.
+pub const UNSCHEDULABLE: &str = "Unschedulable";
+
+/// Why a pod has not started yet, when that needs a human.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StartProblem {
+    /// ImagePullBackOff, ErrImagePull, CreateContainerConfigError, InvalidImageName or Unschedulable.
+    pub reason: String,
+    pub message: String,
+}
+
+/// A pod deletion in progress.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Deletion {
+    /// `metadata.deletionTimestamp`: when the grace period ends.
+    pub deadline: Timestamp,
+}
+
+/// The driver pod, as the state machine needs it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DriverPod {
+    pub name: String,
+    /// The `submission-id` label: which submission made this pod.
+    pub submission_id: Option<String>,
+    /// The `app-name` label.
+    pub app_name: Option<String>,
+    /// Whether the pod was launched by the operator (the launched-by label).
+    pub ours: bool,
+    pub state: DriverState,
+    pub created_at: Option<Timestamp>,
+    pub deletion: Option<Deletion>,
+    pub start_problem: Option<StartProblem>,
+    /// Set once the driver container terminated (the pod may still run sidecars).
+    pub termination: Option<TerminationRecord>,
+    pub spark_app_id: Option<String>,
+    pub has_finalizer: bool,
+}
+
+/// Reads a Spark pod's role from its `spark-role` label.
+pub fn spark_role(pod: &Pod) -> Option<SparkRole> {
+    label(pod, LABEL_SPARK_ROLE).and_then(SparkRole::parse)
+}
+
+/// The SparkApplication a pod belongs to (its `app-name` label).
+pub fn app_name(pod: &Pod) -> Option<&str> {
+    label(pod, LABEL_APP_NAME)
+}
+
+/// The submission that made a pod (its `submission-id` label).
+pub fn submission_id(pod: &Pod) -> Option<&str> {
+    label(pod, LABEL_SUBMISSION_ID)
+}
+
+fn label<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
+    pod.metadata.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+fn timestamp(time: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>) -> Option<Timestamp> {
+    time.map(|t| t.0)
+}
+
+/// The status of the Spark container: the one with Spark's name, else the first.
+fn spark_container<'a>(pod: &'a Pod, name: &str) -> Option<&'a ContainerStatus> {
+    let statuses = pod.status.as_ref()?.container_statuses.as_ref()?;
+    statuses.iter().find(|c| c.name == name).or_else(|| statuses.first())
+}
+
+/// The termination of the Spark container, if it has terminated, as a status record.
+fn container_termination(pod: &Pod, container: &str, observer: TerminationObserver) -> Option<TerminationRecord> {
+    let status = spark_container(pod, container)?;
+    let terminated = status.state.as_ref()?.terminated.as_ref()?;
+    let spec = pod.spec.as_ref();
+    Some(TerminationRecord {
+        pod_name: pod.metadata.name.clone().unwrap_or_default(),
+        executor_id: None,
+        exit_code: Some(terminated.exit_code),
+        reason: terminated.reason.clone(),
+        message: terminated
+            .message
+            .clone()
+            .map(|m| truncate_utf8(&m, MAX_LOG_TAIL_BYTES)),
+        finished_at: terminated.finished_at.clone(),
+        node_name: spec.and_then(|s| s.node_name.clone()),
+        observed_by: Some(observer),
+        log_tail: None,
+    })
+}
+
+/// Cuts `text` to at most `max` bytes on a character boundary.
+pub fn truncate_utf8(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
+}
+
+/// Why a pod cannot start, if it is stuck on something that needs a human.
+fn start_problem(pod: &Pod, container: &str) -> Option<StartProblem> {
+    let status = pod.status.as_ref()?;
+    if let Some(waiting) = spark_container(pod, container)
+        .and_then(|c| c.state.as_ref())
+        .and_then(|s| s.waiting.as_ref())
+    {
+        let reason = waiting.reason.as_deref().unwrap_or_default();
+        if STUCK_WAITING_REASONS.contains(&reason) {
+            return Some(StartProblem {
+                reason: reason.to_owned(),
+                message: waiting.message.clone().unwrap_or_default(),
+            });
+        }
+    }
+    let unschedulable = status
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some(UNSCHEDULABLE))?;
+    Some(StartProblem {
+        reason: UNSCHEDULABLE.to_owned(),
+        message: unschedulable.message.clone().unwrap_or_default(),
+    })
+}
+
+/// The facts about a driver pod. The driver container's termination decides, not the pod phase: a
+/// sidecar may keep the pod running after Spark exited.
+pub fn driver_pod(pod: &Pod, observer: TerminationObserver) -> DriverPod {
+    let termination = container_termination(pod, DRIVER_CONTAINER_NAME, observer);
+    let phase = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("Pending");
+    let state = match &termination {
+        Some(t) if t.succeeded() => DriverState::Completed,
+        Some(_) => DriverState::Failed,
+        None => DriverState::from_pod_phase(phase),
+    };
+    DriverPod {
+        name: pod.metadata.name.clone().unwrap_or_default(),
+        submission_id: submission_id(pod).map(str::to_owned),
+        app_name: app_name(pod).map(str::to_owned),
+        ours: label(pod, spark_operator_api::labels::LABEL_LAUNCHED_BY_SPARK_OPERATOR)
+            == Some(spark_operator_api::labels::LABEL_VALUE_TRUE),
+        state,
+        created_at: timestamp(pod.metadata.creation_timestamp.as_ref()),
+        deletion: timestamp(pod.metadata.deletion_timestamp.as_ref()).map(|deadline| Deletion { deadline }),
+        start_problem: if state == DriverState::Pending {
+            start_problem(pod, DRIVER_CONTAINER_NAME)
+        } else {
+            None
+        },
+        termination,
+        spark_app_id: label(pod, LABEL_SPARK_APP_SELECTOR).map(str::to_owned),
+        has_finalizer: pod
+            .metadata
+            .finalizers
+            .as_ref()
+            .is_some_and(|f| f.iter().any(|f| f == FINALIZER_DRIVER_PROTECTION)),
+    }
+}
+
+/// The facts about an executor pod.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExecutorPod {
+    pub name: String,
+    pub executor_id: Option<i64>,
+    pub submission_id: Option<String>,
+    pub state: ExecutorState,
+    pub node_name: Option<String>,
+    /// Set when the executor container terminated.
+    pub termination: Option<TerminationRecord>,
+}
+
+/// The facts about an executor pod, or None when the pod is not an executor.
+pub fn executor_pod(pod: &Pod) -> Option<ExecutorPod> {
+    if spark_role(pod) != Some(SparkRole::Executor) {
+        return None;
+    }
+    let executor_id = label(pod, LABEL_SPARK_EXEC_ID).and_then(|id| id.parse::<i64>().ok());
+    let mut termination = container_termination(pod, EXECUTOR_CONTAINER_NAME, TerminationObserver::PodWatch);
+    if let Some(t) = termination.as_mut() {
+        t.executor_id = executor_id;
+    }
+    let phase = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("Pending");
+    let state = match &termination {
+        Some(t) if t.succeeded() => ExecutorState::Completed,
+        Some(_) => ExecutorState::Failed,
+        None => ExecutorState::from_pod_phase(phase),
+    };
+    Some(ExecutorPod {
+        name: pod.metadata.name.clone().unwrap_or_default(),
+        executor_id,
+        submission_id: submission_id(pod).map(str::to_owned),
+        state,
+        node_name: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+        termination,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(value: serde_json::Value) -> Pod {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn a_terminated_driver_container_decides_even_while_a_sidecar_runs() {
+        let pod = pod(json!({
+            "metadata": {"name": "d", "labels": {"spark-role": "driver", "sparkoperator.k8s.io/submission-id": "s1",
+                "sparkoperator.k8s.io/launched-by-spark-operator": "true"},
+                "finalizers": ["sparkoperator.k8s.io/driver-protection"]},
+            "spec": {"nodeName": "node-1", "containers": []},
+            "status": {"phase": "Running", "containerStatuses": [
+                {"name": "sidecar", "image": "x", "imageID": "", "ready": true, "restartCount": 0, "state": {"running": {}}},
+                {"name": "spark-kubernetes-driver", "image": "x", "imageID": "", "ready": false, "restartCount": 0,
+                 "state": {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": "2024-01-01T00:00:00Z"}}}
+            ]}
+        }));
+        let facts = driver_pod(&pod, TerminationObserver::PodWatch);
+        assert_eq!(facts.state, DriverState::Failed);
+        assert!(facts.ours && facts.has_finalizer);
+        let t = facts.termination.unwrap();
+        assert_eq!(t.exit_code, Some(1));
+        assert_eq!(t.reason.as_deref(), Some("Error"));
+        assert_eq!(t.node_name.as_deref(), Some("node-1"));
+        assert_eq!(facts.submission_id.as_deref(), Some("s1"));
+    }
+
+    #[test]
+    fn image_pull_back_off_and_unschedulable_are_start_problems() {
+        let pulling = pod(json!({
+            "metadata": {"name": "d"},
+            "status": {"phase": "Pending", "containerStatuses": [
+                {"name": "spark-kubernetes-driver", "image": "x", "imageID": "", "ready": false, "restartCount": 0,
+                 "state": {"waiting": {"reason": "ImagePullBackOff", "message": "no such image"}}}]}
+        }));
+        let problem = driver_pod(&pulling, TerminationObserver::PodWatch)
+            .start_problem
+            .unwrap();
+        assert_eq!(problem.reason, "ImagePullBackOff");
+        assert_eq!(problem.message, "no such image");
+
+        let unschedulable = pod(json!({
+            "metadata": {"name": "d"},
+            "status": {"phase": "Pending", "conditions": [
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/3 nodes"}]}
+        }));
+        let problem = driver_pod(&unschedulable, TerminationObserver::PodWatch)
+            .start_problem
+            .unwrap();
+        assert_eq!(problem.reason, "Unschedulable");
+
+        let creating = pod(json!({
+            "metadata": {"name": "d"},
+            "status": {"phase": "Pending", "containerStatuses": [
+                {"name": "spark-kubernetes-driver", "image": "x", "imageID": "", "ready": false, "restartCount": 0,
+                 "state": {"waiting": {"reason": "ContainerCreating"}}}]}
+        }));
+        assert_eq!(driver_pod(&creating, TerminationObserver::PodWatch).start_problem, None);
+    }
+
+    #[test]
+    fn executors_carry_their_id_and_termination() {
+        let exec = pod(json!({
+            "metadata": {"name": "app-exec-1234", "labels": {"spark-role": "executor", "spark-exec-id": "1234"}},
+            "status": {"phase": "Failed", "containerStatuses": [
+                {"name": "spark-kubernetes-executor", "image": "x", "imageID": "", "ready": false, "restartCount": 0,
+                 "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}}]}
+        }));
+        let facts = executor_pod(&exec).unwrap();
+        assert_eq!(facts.executor_id, Some(1234));
+        assert_eq!(facts.state, ExecutorState::Failed);
+        assert_eq!(facts.termination.unwrap().executor_id, Some(1234));
+
+        let driver = pod(json!({"metadata": {"name": "d", "labels": {"spark-role": "driver"}}}));
+        assert!(executor_pod(&driver).is_none());
+    }
+
+    #[test]
+    fn truncation_respects_character_boundaries() {
+        assert_eq!(truncate_utf8("héllo", 2), "h");
+        assert_eq!(truncate_utf8("abc", 10), "abc");
+    }
+}

@@ -1,0 +1,711 @@
+//! Every transition of the state machine, table-driven: (application, driver, time) → (state, actions).
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde_json::json;
+use spark_operator_api::SparkApplication;
+use spark_operator_api::state::{ApplicationStateType as S, DriverState};
+use spark_operator_api::status::TerminationRecord;
+
+use super::*;
+use crate::observe::{Deletion, DriverPod, StartProblem};
+
+const T0: i64 = 1_700_000_000;
+const SUB: &str = "sub-1";
+const NEW_ID: &str = "sub-new";
+
+fn at(offset: i64) -> Timestamp {
+    Timestamp::from_second(T0 + offset).unwrap()
+}
+
+fn time(offset: i64) -> Time {
+    Time(at(offset))
+}
+
+/// An application with a policy and a status (merged over a running-run status).
+fn app(policy: serde_json::Value, status: serde_json::Value) -> SparkApplication {
+    let mut base = json!({
+        "applicationState": {"state": "RUNNING"},
+        "submissionID": SUB,
+        "driverInfo": {"podName": "pi-driver"},
+        "executionAttempts": 1,
+        "submissionAttempts": 1,
+        "lastSubmissionAttemptTime": "2023-11-14T22:13:20Z",
+        "observedGeneration": 1
+    });
+    json_patch_merge(&mut base, status);
+    serde_json::from_value(json!({
+        "apiVersion": "sparkoperator.k8s.io/v1beta2",
+        "kind": "SparkApplication",
+        "metadata": {"name": "pi", "namespace": "default", "generation": 1, "uid": "u1"},
+        "spec": {
+            "type": "Scala", "sparkVersion": "4.0.4", "mainApplicationFile": "local:///pi.jar",
+            "driver": {}, "executor": {},
+            "restartPolicy": policy
+        },
+        "status": base
+    }))
+    .unwrap()
+}
+
+fn json_patch_merge(base: &mut serde_json::Value, patch: serde_json::Value) {
+    if let (Some(b), serde_json::Value::Object(p)) = (base.as_object_mut(), patch) {
+        for (k, v) in p {
+            if v.is_null() {
+                b.remove(&k);
+            } else {
+                b.insert(k, v);
+            }
+        }
+    }
+}
+
+fn never() -> serde_json::Value {
+    json!({"type": "Never"})
+}
+
+fn on_failure(retries: i32) -> serde_json::Value {
+    json!({"type": "OnFailure", "onFailureRetries": retries, "onFailureRetryInterval": 10,
+           "onSubmissionFailureRetries": retries, "onSubmissionFailureRetryInterval": 10})
+}
+
+fn always() -> serde_json::Value {
+    json!({"type": "Always", "onFailureRetryInterval": 10})
+}
+
+fn pod(state: DriverState) -> DriverPod {
+    DriverPod {
+        name: "pi-driver".into(),
+        submission_id: Some(SUB.into()),
+        app_name: Some("pi".into()),
+        ours: true,
+        state,
+        created_at: Some(at(0)),
+        has_finalizer: true,
+        spark_app_id: Some("spark-abc".into()),
+        ..DriverPod::default()
+    }
+}
+
+fn exited(code: i32) -> DriverPod {
+    let mut p = pod(if code == 0 {
+        DriverState::Completed
+    } else {
+        DriverState::Failed
+    });
+    p.termination = Some(TerminationRecord {
+        pod_name: "pi-driver".into(),
+        exit_code: Some(code),
+        reason: Some(if code == 0 { "Completed" } else { "Error" }.into()),
+        finished_at: Some(time(100)),
+        ..TerminationRecord::default()
+    });
+    p
+}
+
+fn stuck(reason: &str) -> DriverPod {
+    let mut p = pod(DriverState::Pending);
+    p.start_problem = Some(StartProblem {
+        reason: reason.into(),
+        message: "details".into(),
+    });
+    p
+}
+
+fn run(app: &SparkApplication, driver: DriverObservation, now: i64) -> Decision {
+    let hash = spec_hash(app);
+    run_recorded(app, driver, now, Some(&hash))
+}
+
+fn run_recorded(app: &SparkApplication, driver: DriverObservation, now: i64, recorded: Option<&str>) -> Decision {
+    let hash = spec_hash(app);
+    decide(&Input {
+        app,
+        driver: &driver,
+        now: at(now),
+        timing: &Timing::default(),
+        new_submission_id: NEW_ID,
+        recorded_spec_hash: recorded,
+        spec_hash: &hash,
+        spec_errors: &[],
+    })
+}
+
+fn present(p: DriverPod) -> DriverObservation {
+    DriverObservation::Present(Box::new(p))
+}
+
+fn submit_new() -> Action {
+    Action::Submit {
+        submission_id: NEW_ID.into(),
+    }
+}
+
+fn delete_driver() -> Action {
+    Action::DeleteDriver {
+        pod_name: "pi-driver".into(),
+    }
+}
+
+struct Case {
+    name: &'static str,
+    app: SparkApplication,
+    driver: DriverObservation,
+    now: i64,
+    state: S,
+    actions: Vec<Action>,
+    events: Vec<&'static str>,
+}
+
+fn check(cases: Vec<Case>) {
+    for case in cases {
+        let d = run(&case.app, case.driver, case.now);
+        assert_eq!(d.status.application_state.state, case.state, "{}: state", case.name);
+        assert_eq!(d.actions, case.actions, "{}: actions", case.name);
+        let events: Vec<_> = d.transitions.iter().map(|t| t.reason).collect();
+        assert_eq!(events, case.events, "{}: events", case.name);
+    }
+}
+
+#[test]
+fn submission_and_driver_progress() {
+    use reasons as r;
+    check(vec![
+        Case {
+            name: "new app claims a submission",
+            app: app(
+                never(),
+                json!({"applicationState": {"state": ""}, "submissionID": null,
+                "executionAttempts": null, "submissionAttempts": null}),
+            ),
+            driver: DriverObservation::Missing,
+            now: 0,
+            state: S::New,
+            actions: vec![submit_new()],
+            events: vec![],
+        },
+        Case {
+            name: "pending driver stays submitted",
+            app: app(never(), json!({"applicationState": {"state": "SUBMITTED"}})),
+            driver: present(pod(DriverState::Pending)),
+            now: 5,
+            state: S::Submitted,
+            actions: vec![],
+            events: vec![],
+        },
+        Case {
+            name: "running driver",
+            app: app(never(), json!({"applicationState": {"state": "SUBMITTED"}})),
+            driver: present(pod(DriverState::Running)),
+            now: 5,
+            state: S::Running,
+            actions: vec![],
+            events: vec![r::RUNNING],
+        },
+        Case {
+            name: "driver exit 0 completes in one step, with both events",
+            app: app(never(), json!({})),
+            driver: present(exited(0)),
+            now: 101,
+            state: S::Completed,
+            actions: vec![],
+            events: vec![r::DRIVER_COMPLETED, r::COMPLETED],
+        },
+        Case {
+            name: "driver exit 1 with Never fails",
+            app: app(never(), json!({})),
+            driver: present(exited(1)),
+            now: 101,
+            state: S::Failed,
+            actions: vec![],
+            events: vec![r::DRIVER_FAILED, r::FAILED],
+        },
+        Case {
+            name: "unknown driver state",
+            app: app(never(), json!({})),
+            driver: present(pod(DriverState::Unknown)),
+            now: 5,
+            state: S::Unknown,
+            actions: vec![],
+            events: vec![r::DRIVER_UNKNOWN],
+        },
+        Case {
+            name: "unknown app state re-derives from the driver",
+            app: app(never(), json!({"applicationState": {"state": "WHATEVER"}})),
+            driver: present(pod(DriverState::Running)),
+            now: 5,
+            state: S::Running,
+            actions: vec![],
+            events: vec![r::RUNNING],
+        },
+    ]);
+}
+
+#[test]
+fn a_gone_driver_is_judged_by_its_recorded_termination() {
+    use reasons as r;
+    let recorded = |code: i32| {
+        json!({"driverTermination": {"podName": "pi-driver", "exitCode": code, "finishedAt": "2023-11-14T22:15:00Z",
+            "observedBy": "Finalizer"}})
+    };
+    check(vec![
+        Case {
+            name: "gone after exit 0, recorded: completed (Kubeflow: FAILED, driver pod not found)",
+            app: app(on_failure(3), recorded(0)),
+            driver: DriverObservation::Missing,
+            now: 500,
+            state: S::Completed,
+            actions: vec![],
+            events: vec![r::DRIVER_COMPLETED, r::COMPLETED],
+        },
+        Case {
+            name: "gone with nothing recorded: not found",
+            app: app(never(), json!({})),
+            driver: DriverObservation::Missing,
+            now: 500,
+            state: S::Failed,
+            actions: vec![],
+            events: vec![r::DRIVER_NOT_FOUND, r::FAILED],
+        },
+        Case {
+            name: "missing right after submission: cache lag, wait",
+            app: app(never(), json!({"applicationState": {"state": "SUBMITTED"}})),
+            driver: DriverObservation::Missing,
+            now: 3,
+            state: S::Submitted,
+            actions: vec![],
+            events: vec![],
+        },
+        Case {
+            name: "a pod of another submission is not this run's driver",
+            app: app(never(), json!({})),
+            driver: present(DriverPod {
+                submission_id: Some("old".into()),
+                ..exited(0)
+            }),
+            now: 500,
+            state: S::Failed,
+            actions: vec![],
+            events: vec![r::DRIVER_NOT_FOUND, r::FAILED],
+        },
+    ]);
+}
+
+#[test]
+fn the_first_recorded_termination_wins() {
+    let a = app(
+        never(),
+        json!({"driverTermination": {"podName": "pi-driver", "exitCode": 0, "observedBy": "Agent"}}),
+    );
+    let d = run(&a, present(exited(0)), 200);
+    let record = d.status.driver_termination.unwrap();
+    assert_eq!(
+        record.observed_by,
+        Some(spark_operator_api::state::TerminationObserver::Agent)
+    );
+}
+
+#[test]
+fn stuck_drivers_fail_after_the_start_timeout() {
+    use reasons as r;
+    for reason in [
+        "ImagePullBackOff",
+        "ErrImagePull",
+        "Unschedulable",
+        "CreateContainerConfigError",
+    ] {
+        let a = app(never(), json!({"applicationState": {"state": "SUBMITTED"}}));
+        let early = run(&a, present(stuck(reason)), 299);
+        assert_eq!(early.status.application_state.state, S::Submitted, "{reason}");
+        assert_eq!(
+            early.requeue,
+            Some(Duration::from_secs(1)),
+            "{reason}: requeued at the deadline"
+        );
+
+        let late = run(&a, present(stuck(reason)), 300);
+        assert_eq!(late.status.application_state.state, S::Failed, "{reason}");
+        assert_eq!(
+            late.actions,
+            vec![delete_driver()],
+            "{reason}: the stuck pod is deleted"
+        );
+        let record = late.status.driver_termination.unwrap();
+        assert_eq!(record.reason.as_deref(), Some(reason));
+        assert_eq!(record.exit_code, None);
+        assert!(late.status.application_state.error_message.contains(reason));
+        assert_eq!(late.transitions[0].reason, r::DRIVER_START_TIMEOUT);
+    }
+    // OnFailure: the attempt fails with that reason and is retried.
+    let a = app(on_failure(3), json!({"applicationState": {"state": "SUBMITTED"}}));
+    let d = run(&a, present(stuck("ImagePullBackOff")), 300);
+    assert_eq!(d.status.application_state.state, S::Failing);
+    assert_eq!(d.actions, vec![delete_driver()]);
+}
+
+#[test]
+fn retries_are_linear_and_bounded() {
+    use reasons as r;
+    let failing = |attempts: i32| {
+        json!({"applicationState": {"state": "FAILING", "errorMessage": "driver container exited with code 1"},
+               "executionAttempts": attempts, "terminationTime": "2023-11-14T22:15:00Z",
+               "driverTermination": {"podName": "pi-driver", "exitCode": 1}})
+    };
+    // terminationTime is T0 + 100.
+    check(vec![
+        Case {
+            name: "first retry waits 1 × interval",
+            app: app(on_failure(3), failing(1)),
+            driver: present(exited(1)),
+            now: 109,
+            state: S::Failing,
+            actions: vec![],
+            events: vec![],
+        },
+        Case {
+            name: "first retry due: the old driver is deleted",
+            app: app(on_failure(3), failing(1)),
+            driver: present(exited(1)),
+            now: 110,
+            state: S::PendingRerun,
+            actions: vec![delete_driver()],
+            events: vec![r::PENDING_RERUN],
+        },
+        Case {
+            name: "third retry waits 3 × interval",
+            app: app(on_failure(3), failing(3)),
+            driver: present(exited(1)),
+            now: 129,
+            state: S::Failing,
+            actions: vec![],
+            events: vec![],
+        },
+        Case {
+            name: "after retries + 1 attempts: failed",
+            app: app(on_failure(3), failing(4)),
+            driver: present(exited(1)),
+            now: 1000,
+            state: S::Failed,
+            actions: vec![],
+            events: vec![r::FAILED],
+        },
+        Case {
+            name: "Always retries failures without a limit",
+            app: app(always(), failing(40)),
+            driver: DriverObservation::Missing,
+            now: 1000,
+            state: S::PendingRerun,
+            actions: vec![submit_new()],
+            events: vec![r::PENDING_RERUN],
+        },
+        Case {
+            name: "Always reruns after success",
+            app: app(always(), json!({})),
+            driver: present(exited(0)),
+            now: 101,
+            state: S::PendingRerun,
+            actions: vec![delete_driver()],
+            events: vec![r::DRIVER_COMPLETED, r::PENDING_RERUN],
+        },
+    ]);
+    // Rerun claims a new submission once the old driver is gone; the attempt count carries on.
+    let a = app(
+        on_failure(3),
+        json!({"applicationState": {"state": "PENDING_RERUN"}, "executionAttempts": 2}),
+    );
+    let d = run(&a, DriverObservation::Missing, 200);
+    assert_eq!(d.actions, vec![submit_new()]);
+    assert!(d.conditional, "claiming a submission is a conditional write");
+    assert_eq!(d.status.submission_id, NEW_ID);
+    assert_eq!(d.status.submission_attempts, 2);
+    assert_eq!(d.status.execution_attempts, 2, "counted when the pod is created");
+    assert_eq!(submission_in_flight(&d.status), Some(NEW_ID));
+    let done = after_submit(&a, &d.status, &SubmitOutcome::Created, at(200));
+    assert_eq!(done.status.application_state.state, S::Submitted);
+    assert_eq!(done.status.execution_attempts, 3);
+    assert_eq!(submission_in_flight(&done.status), None);
+}
+
+#[test]
+fn submission_failures_retry_then_fail() {
+    use reasons as r;
+    let failed = |attempts: i32| {
+        json!({"applicationState": {"state": "SUBMISSION_FAILED", "errorMessage": "forbidden"},
+               "submissionAttempts": attempts, "executionAttempts": 0})
+    };
+    // lastSubmissionAttemptTime is T0.
+    check(vec![
+        Case {
+            name: "not yet due",
+            app: app(on_failure(2), failed(1)),
+            driver: DriverObservation::Missing,
+            now: 9,
+            state: S::SubmissionFailed,
+            actions: vec![],
+            events: vec![],
+        },
+        Case {
+            name: "due: resubmit",
+            app: app(on_failure(2), failed(1)),
+            driver: DriverObservation::Missing,
+            now: 10,
+            state: S::SubmissionFailed,
+            actions: vec![submit_new()],
+            events: vec![],
+        },
+        Case {
+            name: "out of retries",
+            app: app(on_failure(2), failed(3)),
+            driver: DriverObservation::Missing,
+            now: 100,
+            state: S::Failed,
+            actions: vec![],
+            events: vec![r::FAILED],
+        },
+        Case {
+            name: "Never fails at once",
+            app: app(never(), failed(1)),
+            driver: DriverObservation::Missing,
+            now: 100,
+            state: S::Failed,
+            actions: vec![],
+            events: vec![r::FAILED],
+        },
+    ]);
+    let a = app(
+        never(),
+        json!({"applicationState": {"state": ""}, "submissionID": null}),
+    );
+    let d = run(&a, DriverObservation::Missing, 0);
+    let failed = after_submit(
+        &a,
+        &d.status,
+        &SubmitOutcome::Failed {
+            message: "pod pi-driver exists".into(),
+        },
+        at(0),
+    );
+    assert_eq!(failed.status.application_state.state, S::SubmissionFailed);
+    assert_eq!(failed.status.application_state.error_message, "pod pi-driver exists");
+    assert_eq!(failed.transitions[0].reason, r::SUBMISSION_FAILED);
+}
+
+#[test]
+fn a_claimed_submission_is_finished_not_replaced() {
+    let a = app(
+        never(),
+        json!({"applicationState": {"state": ""}, "submissionID": null, "executionAttempts": null}),
+    );
+    let claimed = run(&a, DriverObservation::Missing, 0);
+    let mut restarted = a.clone();
+    restarted.status = Some(claimed.status.clone());
+    // A restarted controller (or a new leader) reads the claim and resumes it with the same id.
+    let d = run(&restarted, DriverObservation::Missing, 1);
+    assert_eq!(
+        d.actions,
+        vec![Action::Submit {
+            submission_id: NEW_ID.into()
+        }]
+    );
+    assert!(!d.conditional);
+    assert_eq!(d.status, claimed.status, "nothing new to write");
+    let adopted = after_submit(&restarted, &d.status, &SubmitOutcome::Adopted, at(1));
+    assert_eq!(adopted.status.execution_attempts, 1);
+    assert!(adopted.transitions[0].message.contains("adopted"));
+}
+
+#[test]
+fn suspend_and_resume() {
+    use reasons as r;
+    let suspended = |state: &str| {
+        let mut a = app(never(), json!({"applicationState": {"state": state}}));
+        a.spec.suspend = Some(true);
+        a
+    };
+    check(vec![
+        Case {
+            name: "running app is suspended: driver deleted",
+            app: suspended("RUNNING"),
+            driver: present(pod(DriverState::Running)),
+            now: 50,
+            state: S::Suspending,
+            actions: vec![delete_driver()],
+            events: vec![r::SUSPENDING],
+        },
+        Case {
+            name: "exit 143 from our SIGTERM is not a failure",
+            app: suspended("SUSPENDING"),
+            driver: present(DriverPod {
+                deletion: Some(Deletion { deadline: at(80) }),
+                ..exited(143)
+            }),
+            now: 60,
+            state: S::Suspending,
+            actions: vec![],
+            events: vec![],
+        },
+        Case {
+            name: "driver gone: suspended",
+            app: suspended("SUSPENDING"),
+            driver: DriverObservation::Missing,
+            now: 70,
+            state: S::Suspended,
+            actions: vec![],
+            events: vec![r::SUSPENDED],
+        },
+        Case {
+            name: "terminal apps are not suspended",
+            app: suspended("COMPLETED"),
+            driver: DriverObservation::Missing,
+            now: 70,
+            state: S::Completed,
+            actions: vec![],
+            events: vec![],
+        },
+        Case {
+            name: "resume",
+            app: app(never(), json!({"applicationState": {"state": "SUSPENDED"}})),
+            driver: DriverObservation::Missing,
+            now: 90,
+            state: S::Resuming,
+            actions: vec![submit_new()],
+            events: vec![r::RESUMING],
+        },
+    ]);
+}
+
+#[test]
+fn a_spec_change_invalidates_and_reruns() {
+    use reasons as r;
+    let mut a = app(on_failure(3), json!({"executionAttempts": 2, "submissionAttempts": 2}));
+    let old = spec_hash(&a);
+    a.spec.arguments = vec!["1000".into()];
+    a.metadata.generation = Some(2);
+    let d = run_recorded(&a, present(pod(DriverState::Running)), 50, Some(&old));
+    assert_eq!(d.status.application_state.state, S::Invalidating);
+    assert_eq!(d.actions, vec![delete_driver()]);
+    assert_eq!(d.status.observed_generation, Some(2));
+    assert_eq!(d.transitions[0].reason, r::INVALIDATING);
+
+    let mut invalidating = a.clone();
+    invalidating.status = Some(d.status);
+    let d = run_recorded(&invalidating, DriverObservation::Missing, 60, Some(&old));
+    assert_eq!(d.status.application_state.state, S::PendingRerun);
+    assert_eq!(
+        d.actions,
+        vec![Action::RecordSpecHash, submit_new()],
+        "the new spec's hash is recorded"
+    );
+    assert_eq!(d.status.submission_attempts, 1, "counters reset, then this attempt");
+    assert_eq!(d.status.execution_attempts, 0);
+
+    // Only suspend or TTL changed: no rerun.
+    let mut ttl = app(
+        never(),
+        json!({"applicationState": {"state": "COMPLETED"}, "terminationTime": "2023-11-14T22:15:00Z"}),
+    );
+    let hash = spec_hash(&ttl);
+    ttl.spec.time_to_live_seconds = Some(3600);
+    ttl.metadata.generation = Some(2);
+    assert_eq!(spec_hash(&ttl), hash);
+    let d = run(&ttl, DriverObservation::Missing, 200);
+    assert_eq!(d.status.application_state.state, S::Completed);
+    assert_eq!(d.status.observed_generation, Some(2));
+
+    // Applications Kubeflow ran have no recorded hash: adopted as they are, the hash recorded.
+    let d = run_recorded(&a, present(pod(DriverState::Running)), 50, None);
+    assert_eq!(d.status.application_state.state, S::Running);
+    assert_eq!(d.actions, vec![Action::RecordSpecHash]);
+}
+
+#[test]
+fn ttl_deletes_terminated_applications() {
+    let mut a = app(
+        never(),
+        json!({"applicationState": {"state": "COMPLETED"}, "terminationTime": "2023-11-14T22:15:00Z"}),
+    );
+    a.spec.time_to_live_seconds = Some(60);
+    let d = run(&a, DriverObservation::Missing, 150);
+    assert!(d.actions.is_empty());
+    assert_eq!(d.requeue, Some(Duration::from_secs(10)));
+    let d = run(&a, DriverObservation::Missing, 160);
+    assert_eq!(d.actions, vec![Action::DeleteApplication]);
+    // No TTL: kept.
+    let b = app(
+        never(),
+        json!({"applicationState": {"state": "FAILED"}, "terminationTime": "2023-11-14T22:15:00Z"}),
+    );
+    assert!(run(&b, DriverObservation::Missing, 1_000_000).actions.is_empty());
+}
+
+#[test]
+fn a_deleted_driver_that_never_exits_is_recorded_after_its_deadline() {
+    let a = app(never(), json!({}));
+    let deleting = DriverPod {
+        deletion: Some(Deletion { deadline: at(100) }),
+        ..pod(DriverState::Running)
+    };
+    let d = run(&a, present(deleting.clone()), 110);
+    assert_eq!(
+        d.status.application_state.state,
+        S::Running,
+        "waits for the kubelet's report"
+    );
+    assert_eq!(d.requeue, Some(Duration::from_secs(20)));
+    let d = run(&a, present(deleting), 130);
+    assert_eq!(d.status.application_state.state, S::Failed);
+    let record = d.status.driver_termination.unwrap();
+    assert_eq!(record.reason.as_deref(), Some("DriverPodDeleted"));
+}
+
+#[test]
+fn invalid_specs_fail_with_the_field_errors() {
+    let a = app(
+        on_failure(3),
+        json!({"applicationState": {"state": ""}, "submissionID": null}),
+    );
+    let hash = spec_hash(&a);
+    let errors = vec!["spec.image: required: set spec.image".to_owned()];
+    let d = decide(&Input {
+        app: &a,
+        driver: &DriverObservation::Missing,
+        now: at(0),
+        timing: &Timing::default(),
+        new_submission_id: NEW_ID,
+        recorded_spec_hash: None,
+        spec_hash: &hash,
+        spec_errors: &errors,
+    });
+    assert_eq!(d.status.application_state.state, S::Failed);
+    assert!(d.status.application_state.error_message.contains("spec.image"));
+    assert_eq!(d.actions, vec![Action::RecordSpecHash]);
+    assert_eq!(d.transitions[0].reason, reasons::INVALID);
+}
+
+#[test]
+fn conditions_follow_the_run() {
+    let a = app(never(), json!({}));
+    let d = run(&a, present(exited(0)), 101);
+    let complete = conditions::get(&d.status.conditions, conditions::COMPLETE).unwrap();
+    assert_eq!(complete.status, "True");
+    assert!(conditions::get(&d.status.conditions, conditions::RUNNING).is_none());
+    let a = app(never(), json!({"applicationState": {"state": "SUBMITTED"}}));
+    let d = run(&a, present(pod(DriverState::Running)), 5);
+    assert_eq!(
+        conditions::get(&d.status.conditions, conditions::RUNNING)
+            .unwrap()
+            .status,
+        "True"
+    );
+    assert_eq!(d.status.spark_application_id, "spark-abc");
+}
+
+#[test]
+fn deleted_applications_are_left_to_garbage_collection() {
+    let mut a = app(never(), json!({}));
+    a.metadata.deletion_timestamp = Some(time(10));
+    let d = run(&a, present(pod(DriverState::Running)), 20);
+    assert!(d.actions.is_empty() && d.transitions.is_empty());
+}
