@@ -13,6 +13,7 @@
 
 pub mod application;
 pub mod crd;
+pub mod decoration;
 pub mod defaults;
 mod embedded;
 pub mod field;
