@@ -1,0 +1,197 @@
+//! Native submission: the objects Spark's `spark-submit` creates for a SparkApplication (driver pod,
+//! `spark.properties` ConfigMap, executor pod-template ConfigMap, headless driver Service, Spark 4's
+//! NetworkPolicy), built by pure functions in microseconds instead of a 2.5 s JVM.
+//!
+//! Everything random or time-dependent is an input ([`SubmissionInput`]: ids, submission time), so the
+//! same input always gives the same objects; the caller draws the ids ([`SubmissionIds::from_random`]).
+//! The driver pod comes out fully decorated (`spark_operator_api::decoration`), with the
+//! driver-protection finalizer and the operator's labels.
+//!
+//! Create the objects as spark-submit does: the driver pod first, then, owned by it
+//! ([`Submission::set_driver_owner`] with the created pod's uid), the Service, the NetworkPolicy, the
+//! executor pod-template ConfigMap and the `spark.properties` ConfigMap. The kubelet retries the
+//! ConfigMap mounts until they exist. If one of them cannot be created, spark-submit deletes the driver
+//! pod (propagation Background) and fails; see `docs/submission.md`.
+//!
+//! - [`spark_conf`]: the spec → Spark configuration mapping (Kubeflow's spark-submit arguments).
+//! - [`driver_conf`]: what spark-submit resolves from it: names, labels, ports, `spark.properties`.
+//! - [`driver_pod`], [`config_map`], [`service`], [`network_policy`]: one object each.
+//! - [`properties`]: Java's properties-file format.
+
+pub mod config_map;
+pub mod driver_conf;
+pub mod driver_pod;
+pub mod network_policy;
+pub mod properties;
+pub mod service;
+pub mod spark_conf;
+mod volumes;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use spark_operator_api::SparkApplication;
+use spark_operator_api::naming::spark_unique_id;
+
+pub use driver_conf::{DriverConf, DriverConfError, SparkFeatures};
+pub use driver_pod::DriverPodError;
+pub use spark_conf::SparkConfError;
+
+/// The random parts of one submission, drawn by the caller.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SubmissionIds {
+    /// Spark's application id, `spark-<32 hex>` (`spark-app-selector`, `spark.app.id`).
+    pub app_id: String,
+    /// Spark's unique id in the resource name prefix (`<app>-<id>`: Service, NetworkPolicy, pod-template ConfigMap).
+    pub prefix_id: String,
+    /// Spark's unique id for the Service name when the prefix is too long (`spark-<id>-driver-svc`).
+    pub service_id: String,
+    /// Spark's unique id in the `spark.properties` ConfigMap name (`spark-drv-<id>-conf-map`).
+    pub config_map_id: String,
+    /// The UUID of the default local directory, `/var/data/spark-<uuid>`.
+    pub local_dir_uuid: String,
+}
+
+impl SubmissionIds {
+    /// The ids from 16 + 16 random bytes (two UUIDs' worth) and 9 more for Spark's three unique ids, the
+    /// way Spark makes them (`KubernetesConf.getKubernetesAppId`, `KubernetesUtils.uniqueID`).
+    pub fn from_random(app: [u8; 16], local_dir: [u8; 16], unique: [[u8; 3]; 3], unix_millis: u64) -> Self {
+        let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+        let uuid = |b: [u8; 16]| {
+            let h = hex(&b);
+            format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..])
+        };
+        Self {
+            app_id: format!("spark-{}", hex(&app)),
+            prefix_id: spark_unique_id(unique[0], unix_millis),
+            service_id: spark_unique_id(unique[1], unix_millis),
+            config_map_id: spark_unique_id(unique[2], unix_millis),
+            local_dir_uuid: uuid(local_dir),
+        }
+    }
+}
+
+/// Whether to create the NetworkPolicy Spark 4 creates (ingress to executors only from the
+/// application's own pods).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum NetworkPolicyMode {
+    /// As spark-submit: for Spark >= 4.0, unless the application excludes Spark's
+    /// `NetworkPolicyFeatureStep` (`spark.kubernetes.driver.pod.excludedFeatureSteps`).
+    #[default]
+    AsSpark,
+    /// Never (clusters where policies are managed elsewhere, or RBAC does not allow them).
+    Never,
+}
+
+/// Operator-wide choices about submission.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SubmissionOptions {
+    pub network_policy: NetworkPolicyMode,
+}
+
+/// Everything one submission depends on. Nothing else is read: no clock, no randomness, no I/O.
+#[derive(Clone, Debug)]
+pub struct SubmissionInput<'a> {
+    /// The stored SparkApplication (with namespace and uid), defaults applied.
+    pub app: &'a SparkApplication,
+    /// The submission id (a UUID), recorded in status before anything is created.
+    pub submission_id: &'a str,
+    pub ids: &'a SubmissionIds,
+    /// When the submission happened (`spark.app.submitTime`, the properties file's date).
+    pub submit_time: jiff::Timestamp,
+    /// `spark.master`: `k8s://https://<API server>:<port>`, as Kubeflow builds it from
+    /// `KUBERNETES_SERVICE_HOST` and `KUBERNETES_SERVICE_PORT`.
+    pub spark_master_url: &'a str,
+    /// `SPARK_USER` of the driver when there is no proxy user: the user spark-submit would run as
+    /// (`spark` in Kubeflow's image).
+    pub spark_user: &'a str,
+    pub options: &'a SubmissionOptions,
+}
+
+/// Why a SparkApplication could not be turned into objects.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SubmissionError {
+    #[error(transparent)]
+    SparkConf(#[from] SparkConfError),
+    #[error(transparent)]
+    DriverConf(#[from] DriverConfError),
+    #[error(transparent)]
+    DriverPod(#[from] DriverPodError),
+    #[error("spec.executor.template: cannot be written to the pod-template ConfigMap: {0}")]
+    ExecutorTemplate(String),
+}
+
+/// The objects of one submission.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Submission {
+    pub driver_pod: Pod,
+    /// The `spark.properties` ConfigMap the driver mounts.
+    pub config_map: ConfigMap,
+    /// The executor pod template, when the spec has one.
+    pub executor_pod_template: Option<ConfigMap>,
+    /// The headless driver Service.
+    pub service: Service,
+    pub network_policy: Option<NetworkPolicy>,
+}
+
+impl Submission {
+    /// Makes the created driver pod the controller owner of the other objects, as Spark does, so that
+    /// they go when the driver pod goes.
+    pub fn set_driver_owner(&mut self, driver_uid: &str) {
+        let owner = OwnerReference {
+            api_version: "v1".to_owned(),
+            kind: "Pod".to_owned(),
+            name: self.driver_pod.metadata.name.clone().unwrap_or_default(),
+            uid: driver_uid.to_owned(),
+            controller: Some(true),
+            block_owner_deletion: None,
+        };
+        let mut metas: Vec<&mut ObjectMeta> = vec![&mut self.config_map.metadata, &mut self.service.metadata];
+        metas.extend(self.executor_pod_template.as_mut().map(|c| &mut c.metadata));
+        metas.extend(self.network_policy.as_mut().map(|n| &mut n.metadata));
+        for meta in metas {
+            meta.owner_references = Some(vec![owner.clone()]);
+        }
+    }
+}
+
+/// Whose a pod found under the driver pod's name is (spark-submit's `scala-pi-pod-exists` case: its
+/// create gets 409 and it fails; the controller decides instead).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ExistingDriverPod {
+    /// The driver of this very submission (created before a restart or a leader change): adopt it.
+    ThisSubmission,
+    /// A driver of the same application from another submission: delete it before submitting again.
+    EarlierSubmission { submission_id: Option<String> },
+    /// Not this application's: submitting would fail; the name is taken.
+    Unrelated,
+}
+
+/// Classifies a pod that already has the driver pod's name, by the operator's labels.
+pub fn classify_existing_driver_pod(pod: &Pod, app: &SparkApplication, submission_id: &str) -> ExistingDriverPod {
+    use spark_operator_api::labels::{LABEL_APP_NAME, LABEL_SUBMISSION_ID};
+    let labels = pod.metadata.labels.as_ref();
+    let label = |key: &str| labels.and_then(|l| l.get(key)).map(String::as_str);
+    if label(LABEL_APP_NAME).is_none() || label(LABEL_APP_NAME) != app.metadata.name.as_deref() {
+        return ExistingDriverPod::Unrelated;
+    }
+    match label(LABEL_SUBMISSION_ID) {
+        Some(id) if id == submission_id => ExistingDriverPod::ThisSubmission,
+        other => ExistingDriverPod::EarlierSubmission {
+            submission_id: other.map(str::to_owned),
+        },
+    }
+}
+
+/// Builds every object of a submission.
+pub fn build_submission(input: &SubmissionInput<'_>) -> Result<Submission, SubmissionError> {
+    let submit = spark_conf::build(input)?;
+    let conf = DriverConf::resolve(input, submit)?;
+    Ok(Submission {
+        driver_pod: driver_pod::build(&conf)?,
+        config_map: config_map::spark_properties(&conf),
+        executor_pod_template: config_map::executor_pod_template(&conf).map_err(SubmissionError::ExecutorTemplate)?,
+        service: service::build(&conf),
+        network_policy: network_policy::build(&conf),
+    })
+}

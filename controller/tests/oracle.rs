@@ -1,0 +1,265 @@
+//! The oracle test: for every variant Spark 4.3's spark-submit was captured with
+//! (`shared/design/reference/spark-submit/captured/<variant>/`), the equivalent SparkApplication
+//! (`tests/oracle/<variant>.yaml`) must give the same objects, field by field, after the capture
+//! tool's normalization, except for the differences listed with their reasons in `oracle/allowed.rs`.
+
+// Test helpers may unwrap: a panic is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "oracle/allowed.rs"]
+mod allowed;
+#[path = "oracle/compare.rs"]
+mod compare;
+#[path = "oracle/normalize.rs"]
+mod normalize;
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use serde_json::Value;
+use spark_operator_api::SparkApplication;
+use spark_operator_controller::submission::{
+    ExistingDriverPod, Submission, SubmissionIds, SubmissionInput, SubmissionOptions, build_submission,
+    classify_existing_driver_pod,
+};
+
+use allowed::ALLOWED;
+use compare::Diff;
+
+fn captured(variant: &str) -> PathBuf {
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/design/reference/spark-submit/captured"
+    ))
+    .join(variant)
+}
+
+fn fixture(variant: &str) -> SparkApplication {
+    let path = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/oracle")).join(format!("{variant}.yaml"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Objects spark-submit never sent because it failed first: nothing to compare them with.
+const NOT_SENT: &[(&str, &[&str], &str)] = &[
+    (
+        "scala-pi-pod-exists",
+        &["service", "networkpolicy", "configmap"],
+        "the driver pod already existed (409) and spark-submit stopped",
+    ),
+    (
+        "scala-pi-netpol-forbidden",
+        &["configmap"],
+        "the NetworkPolicy was forbidden (403); spark-submit deleted the driver pod and stopped",
+    ),
+];
+
+/// Random inputs, fixed; the normalization turns them into the same placeholders as Spark's.
+fn build(app: &SparkApplication) -> Submission {
+    let ids = SubmissionIds::from_random(
+        *b"\x5f\x1e\x0c\x2d\x9a\x8b\x4c\x7d\x8e\x9f\x0a\x1b\x2c\x3d\x4e\x5f",
+        *b"\x2a\xb4\x8c\xac\x88\x01\x43\x7b\x86\x36\x2c\x0c\x95\x2e\x1a\xfb",
+        [[0x9b, 0x5e, 0x8a], [0x33, 0x0c, 0x9f], [0x74, 0xac, 0x75]],
+        0xa2_0138_403b,
+    );
+    let options = SubmissionOptions::default();
+    let input = SubmissionInput {
+        app,
+        submission_id: "00000000-1111-2222-3333-444444444444",
+        ids: &ids,
+        submit_time: jiff::Timestamp::from_millisecond(1_795_316_792_140).unwrap(),
+        spark_master_url: "k8s://http://127.0.0.1:34023",
+        spark_user: "root",
+        options: &options,
+    };
+    let mut submission = build_submission(&input).unwrap_or_else(|e| panic!("{e}"));
+    submission.set_driver_owner("d1e2f3a4-0000-4000-8000-000000000001");
+    submission
+}
+
+fn json<T: serde::Serialize>(object: &T) -> Value {
+    normalize::normalize(serde_json::to_value(object).unwrap())
+}
+
+fn ours(submission: &Submission) -> Vec<(&'static str, Option<Value>)> {
+    vec![
+        ("pod", Some(json(&submission.driver_pod))),
+        ("configmap", Some(json(&submission.config_map))),
+        ("service", Some(json(&submission.service))),
+        ("networkpolicy", submission.network_policy.as_ref().map(json)),
+        (
+            "configmap-executor-pod-template",
+            submission.executor_pod_template.as_ref().map(json),
+        ),
+    ]
+}
+
+fn theirs(variant: &str, object: &str) -> Option<Value> {
+    let path = captured(variant).join(format!("{object}.normalized.json"));
+    let text = std::fs::read_to_string(&path).ok()?;
+    Some(serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+}
+
+/// Compares every object of a variant with Spark's; fails on any difference the allow-list does not
+/// explain, and on any allow-list entry for the variant that explains nothing.
+fn check(variant: &str) {
+    assert!(
+        captured(variant).is_dir(),
+        "{} is missing: the repository's CI needs shared/ beside it",
+        captured(variant).display()
+    );
+    let submission = build(&fixture(variant));
+    let mut unexplained: Vec<String> = Vec::new();
+    let mut used = BTreeSet::new();
+    for (object, our) in ours(&submission) {
+        let their = theirs(variant, object);
+        let not_sent = NOT_SENT
+            .iter()
+            .any(|(v, objects, _)| *v == variant && objects.contains(&object));
+        let (our, their) = match (our, their) {
+            (Some(our), Some(their)) => (our, their),
+            (None, None) => continue,
+            (Some(_), None) if not_sent => continue,
+            (our, their) => {
+                unexplained.push(format!(
+                    "{object}: ours {}, Spark's {}",
+                    if our.is_some() { "built" } else { "not built" },
+                    if their.is_some() { "sent" } else { "not sent" }
+                ));
+                continue;
+            }
+        };
+        for Diff { path, ours, theirs } in compare::diff(&our, &their) {
+            match ALLOWED.iter().position(|a| a.matches(variant, object, &path)) {
+                Some(index) => {
+                    used.insert(index);
+                }
+                None => unexplained.push(
+                    Diff {
+                        path: format!("{object} {path}"),
+                        ours,
+                        theirs,
+                    }
+                    .to_string(),
+                ),
+            }
+        }
+    }
+    let stale: Vec<String> = ALLOWED
+        .iter()
+        .enumerate()
+        .filter(|(index, a)| a.applies_to(variant) && !used.contains(index))
+        .filter(|(_, a)| a.object == "*" || theirs(variant, a.object).is_some())
+        .map(|(_, a)| format!("{} {} ({})", a.object, a.path, a.reason))
+        .collect();
+    assert!(
+        unexplained.is_empty() && stale.is_empty(),
+        "{variant}:\nunexplained differences:\n  {}\nallowed differences that did not occur:\n  {}",
+        unexplained.join("\n  "),
+        stale.join("\n  ")
+    );
+}
+
+#[test]
+fn scala_pi() {
+    check("scala-pi");
+}
+
+#[test]
+fn scala_pi_driverenv() {
+    check("scala-pi-driverenv");
+}
+
+#[test]
+fn python_pi() {
+    check("python-pi");
+}
+
+#[test]
+fn minimal() {
+    check("minimal");
+}
+
+#[test]
+fn scala_pi_longname() {
+    check("scala-pi-longname");
+}
+
+#[test]
+fn scala_pi_rich() {
+    check("scala-pi-rich");
+}
+
+#[test]
+fn scala_pi_templates() {
+    check("scala-pi-templates");
+}
+
+#[test]
+fn scala_pi_no_netpol() {
+    check("scala-pi-no-netpol");
+}
+
+#[test]
+fn scala_pi_wait() {
+    // Only the objects apply: waiting for the application is not submission's business (the controller
+    // watches the driver), and the conf is passed on like any other.
+    check("scala-pi-wait");
+}
+
+#[test]
+fn scala_pi_pod_exists() {
+    check("scala-pi-pod-exists");
+}
+
+#[test]
+fn scala_pi_pod_exists_is_told_apart_from_our_own_driver() {
+    // The pod the capture tool preloaded under the driver's name: not this application's, so the
+    // controller must not adopt it (spark-submit got 409 and failed); our own driver is adopted.
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/tools/spark-submit-oracle/templates/existing-driver-pod.json"
+    );
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let existing: k8s_openapi::api::core::v1::Pod = serde_json::from_str(&text).unwrap();
+    let app = fixture("scala-pi-pod-exists");
+    let submission = build(&app);
+    assert_eq!(existing.metadata.name, submission.driver_pod.metadata.name);
+    let submission_id = "00000000-1111-2222-3333-444444444444";
+    assert_eq!(
+        classify_existing_driver_pod(&existing, &app, submission_id),
+        ExistingDriverPod::Unrelated
+    );
+    assert_eq!(
+        classify_existing_driver_pod(&submission.driver_pod, &app, submission_id),
+        ExistingDriverPod::ThisSubmission
+    );
+}
+
+#[test]
+fn scala_pi_netpol_forbidden() {
+    check("scala-pi-netpol-forbidden");
+}
+
+#[test]
+fn every_captured_variant_has_a_fixture_and_a_test() {
+    let dir = captured("");
+    let variants: BTreeSet<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let source = include_str!("oracle.rs");
+    for variant in &variants {
+        assert!(
+            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/oracle"))
+                .join(format!("{variant}.yaml"))
+                .is_file(),
+            "no fixture for {variant}"
+        );
+        assert!(
+            source.contains(&format!("check(\"{variant}\")")),
+            "no test for {variant}"
+        );
+    }
+    assert_eq!(variants.len(), 11);
+}

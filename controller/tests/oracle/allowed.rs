@@ -1,0 +1,149 @@
+//! Every intentional difference between our objects and what Spark 4.3's spark-submit sent, with the
+//! reason. `docs/submission.md` lists the same. An entry that no longer matches a difference in a
+//! variant it names fails the test, so the list cannot go stale.
+
+/// One allowed difference: in these variants (empty: all), in this object, at the fields matching
+/// `path` (`*` matches anything).
+pub struct Allowed {
+    pub variants: &'static [&'static str],
+    pub object: &'static str,
+    pub path: &'static str,
+    pub reason: &'static str,
+}
+
+const NAMED_LIKE_SPARK: &[&str] = &["minimal", "scala-pi-longname"];
+
+pub const ALLOWED: &[Allowed] = &[
+    Allowed {
+        variants: &[],
+        object: "pod",
+        path: "metadata.namespace",
+        reason: "our objects carry their namespace (spark-submit leaves it to the request URL); same object",
+    },
+    Allowed {
+        variants: &[],
+        object: "service",
+        path: "metadata.namespace",
+        reason: "our objects carry their namespace (spark-submit leaves it to the request URL); same object",
+    },
+    Allowed {
+        variants: &["scala-pi-templates"],
+        object: "configmap-executor-pod-template",
+        path: "metadata.namespace",
+        reason: "our objects carry their namespace (spark-submit leaves it to the request URL); same object",
+    },
+    Allowed {
+        variants: &[],
+        object: "pod",
+        path: "metadata.ownerReferences*",
+        reason: "the driver pod is owned by its SparkApplication (Kubeflow's webhook adds the same reference)",
+    },
+    Allowed {
+        variants: &[],
+        object: "pod",
+        path: "metadata.finalizers*",
+        reason: "the driver-protection finalizer keeps the pod until its end is recorded in status",
+    },
+    Allowed {
+        variants: &["minimal"],
+        object: "*",
+        path: "*sparkoperator.k8s.io/*",
+        reason: "Kubeflow always labels driver and executors with app-name, submission-id and launched-by; \
+                 the minimal capture passed no labels",
+    },
+    Allowed {
+        variants: &["scala-pi-longname"],
+        object: "*",
+        path: "*sparkoperator.k8s.io/app-name]",
+        reason: "the app-name label is always the SparkApplication's name; the capture kept spark-pi while \
+                 renaming the app",
+    },
+    Allowed {
+        variants: NAMED_LIKE_SPARK,
+        object: "pod",
+        path: "metadata.name",
+        reason: "the driver pod is always <app>-driver (Kubeflow), so a rerun or a restarted controller finds \
+                 it; Spark names it <prefix>-driver when no name is given",
+    },
+    Allowed {
+        variants: NAMED_LIKE_SPARK,
+        object: "*",
+        path: "metadata.ownerReferences[0].name",
+        reason: "owned by the driver pod, whose name differs (see metadata.name)",
+    },
+    Allowed {
+        variants: NAMED_LIKE_SPARK,
+        object: "configmap",
+        path: "data[spark.properties][spark.kubernetes.driver.pod.name]",
+        reason: "the driver pod's name (see metadata.name)",
+    },
+    Allowed {
+        variants: NAMED_LIKE_SPARK,
+        object: "configmap",
+        path: "data[spark.properties][spark.app.name]",
+        reason: "Spark's app name is the SparkApplication's name (Kubeflow's --name); the captures used the \
+                 main class and a name that cannot be an object name",
+    },
+    Allowed {
+        variants: &["scala-pi-longname"],
+        object: "networkpolicy",
+        path: "metadata.name",
+        reason: "<prefix>-policy, and the prefix starts with the app name (63 characters at most here)",
+    },
+    Allowed {
+        variants: &["scala-pi-templates"],
+        object: "configmap",
+        path: "data[spark.properties][spark.kubernetes.driver.podTemplateFile]",
+        reason: "the driver template is applied when the pod is built; its file path on the submitting \
+                 machine means nothing to the driver",
+    },
+    Allowed {
+        variants: &["scala-pi-templates"],
+        object: "configmap",
+        path: "data[spark.properties][spark.kubernetes.executor.podTemplateContainerName]",
+        reason: "Kubeflow names the executor container so Spark finds it even behind a sidecar",
+    },
+    Allowed {
+        variants: &["scala-pi-rich"],
+        object: "configmap",
+        path: "data[spark.properties][spark.kubernetes.driver.scheduler.name]",
+        reason: "driver.schedulerName is a pod setting applied by decoration, as by Kubeflow's webhook; the \
+                 pod's schedulerName is the same",
+    },
+];
+
+/// `*` matches any run of characters.
+pub fn glob(pattern: &str, text: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == text,
+        Some((head, rest)) => {
+            let Some(tail) = text.strip_prefix(head) else {
+                return false;
+            };
+            (0..=tail.len())
+                .filter(|&i| tail.is_char_boundary(i))
+                .any(|i| glob(rest, &tail[i..]))
+        }
+    }
+}
+
+impl Allowed {
+    pub fn applies_to(&self, variant: &str) -> bool {
+        self.variants.is_empty() || self.variants.contains(&variant)
+    }
+
+    pub fn matches(&self, variant: &str, object: &str, path: &str) -> bool {
+        self.applies_to(variant) && glob(self.object, object) && glob(self.path, path)
+    }
+}
+
+#[test]
+fn globs_match_like_shell_patterns() {
+    assert!(glob("metadata.ownerReferences*", "metadata.ownerReferences[0].uid"));
+    assert!(glob(
+        "*sparkoperator.k8s.io/*",
+        "spec.selector[sparkoperator.k8s.io/app-name]"
+    ));
+    assert!(!glob("metadata.name", "metadata.namespace"));
+    assert!(glob("*", ""));
+}
