@@ -80,6 +80,28 @@ pub fn apply(live: Option<&Value>, req: &ApplyRequest<'_>) -> Result<Value, ApiE
     for p in &dropped {
         remove_path(&mut merged, p);
     }
+    // Maps and lists left empty by the removal go too, unless someone owns them.
+    let owned_by_anyone = |q: &[PathElement]| {
+        applied_set
+            .paths
+            .iter()
+            .chain(others.iter().flat_map(|e| e.fields.paths.iter()))
+            .any(|p| p.starts_with(q))
+    };
+    for p in &dropped {
+        for len in (1..p.len()).rev() {
+            let parent = &p[..len];
+            let empty = match value_at(&merged, parent) {
+                Some(Value::Object(m)) => m.is_empty(),
+                Some(Value::Array(a)) => a.is_empty(),
+                _ => false,
+            };
+            if !empty || owned_by_anyone(parent) {
+                break;
+            }
+            remove_path(&mut merged, parent);
+        }
+    }
 
     if req.force {
         for e in entries.iter_mut().filter(|e| !e.same_slot(&me)) {

@@ -19,6 +19,7 @@ pub mod meta;
 pub mod openapi;
 pub mod patch;
 pub mod registry;
+pub mod schema;
 pub mod selectors;
 mod server;
 mod sim;

@@ -7,6 +7,8 @@ use serde_json::{Value, json};
 
 use crate::meta;
 use crate::registry::{CrdInfo, PrinterColumn, ResourceInfo, ResourceKey, compare_versions};
+use crate::schema;
+use crate::status::{ApiError, FieldCause};
 
 /// The finalizer the apiserver puts on every CRD so its instances are removed first.
 pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
@@ -36,8 +38,8 @@ fn names(crd: &Value) -> (String, String, String, String) {
     (n("plural"), singular, kind, list_kind)
 }
 
-/// Sets what the apiextensions controllers set on a new CRD: accepted names, the Established
-/// condition, stored versions and the cleanup finalizer.
+/// Sets what the apiextensions controllers keep on a CRD: accepted names, the Established
+/// condition and stored versions.
 pub fn establish(crd: &mut Value, now: &str) {
     let (plural, singular, kind, list_kind) = names(crd);
     let mut accepted = json!({ "plural": plural, "singular": singular, "kind": kind, "listKind": list_kind });
@@ -76,14 +78,18 @@ pub fn establish(crd: &mut Value, now: &str) {
             json!({ "acceptedNames": accepted, "conditions": conditions, "storedVersions": stored }),
         );
     }
+    let defaults = crd.pointer_mut("/spec/conversion").is_none();
+    if defaults && let Some(spec) = crd.get_mut("spec").and_then(Value::as_object_mut) {
+        spec.insert("conversion".into(), json!({ "strategy": "None" }));
+    }
+}
+
+/// A new CRD gets the cleanup finalizer, so its instances are removed before it goes.
+pub fn add_cleanup_finalizer(crd: &mut Value) {
     let mut finalizers = meta::finalizers(crd);
     if !finalizers.iter().any(|f| f == CLEANUP_FINALIZER) {
         finalizers.push(CLEANUP_FINALIZER.into());
         meta::set(crd, "finalizers", json!(finalizers));
-    }
-    let defaults = crd.pointer_mut("/spec/conversion").is_none();
-    if defaults && let Some(spec) = crd.get_mut("spec").and_then(Value::as_object_mut) {
-        spec.insert("conversion".into(), json!({ "strategy": "None" }));
     }
 }
 
@@ -201,4 +207,50 @@ pub fn selectable_fields(info: &ResourceInfo, version: &str) -> Vec<String> {
         .and_then(|c| c.selectable_fields.get(version))
         .cloned()
         .unwrap_or_default()
+}
+
+fn schema_of<'a>(info: &'a ResourceInfo, version: &str) -> Option<&'a Value> {
+    info.crd.as_ref().and_then(|c| c.schemas.get(version))
+}
+
+/// Decoding a custom resource: unknown fields are pruned and reported per `fieldValidation`
+/// (`Strict`: 400; `Warn`, the default: warnings; `Ignore`), then defaults are applied.
+pub fn decode(
+    info: &ResourceInfo,
+    version: &str,
+    obj: &mut Value,
+    field_validation: Option<&str>,
+) -> Result<Vec<String>, ApiError> {
+    let Some(schema) = schema_of(info, version) else {
+        return Ok(Vec::new());
+    };
+    let unknown = schema::prune_and_default(obj, schema);
+    if unknown.is_empty() {
+        return Ok(Vec::new());
+    }
+    let listed: Vec<String> = unknown.iter().map(|f| format!("unknown field \"{f}\"")).collect();
+    match field_validation.unwrap_or("Warn") {
+        "Strict" => Err(ApiError::BadRequest(format!(
+            "{} in version \"{version}\" cannot be handled as a {}: strict decoding error: {}",
+            info.kind,
+            info.kind,
+            listed.join(", ")
+        ))),
+        "Ignore" => Ok(Vec::new()),
+        _ => Ok(listed),
+    }
+}
+
+/// Pruning and defaulting again after mutating admission (webhooks may add anything).
+pub fn prune(info: &ResourceInfo, version: &str, obj: &mut Value) {
+    if let Some(schema) = schema_of(info, version) {
+        schema::prune_and_default(obj, schema);
+    }
+}
+
+/// The CRD's OpenAPI validation.
+pub fn validate(info: &ResourceInfo, version: &str, obj: &Value, causes: &mut Vec<FieldCause>) {
+    if let Some(schema) = schema_of(info, version) {
+        causes.extend(schema::validate(obj, schema));
+    }
 }

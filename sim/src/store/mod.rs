@@ -15,6 +15,7 @@
 //! a resourceVersion, and older ones get 410 Gone as from a compacted etcd.
 
 mod crd;
+mod delete;
 mod write;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -29,7 +30,8 @@ use crate::registry::{Gvr, Registry, ResourceInfo, ResourceKey};
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::status::ApiError;
 
-pub use write::{DeleteOptions, Deleted, PatchBody, Written};
+pub use delete::{DeleteOptions, Deleted};
+pub use write::{PatchBody, Written};
 
 /// Limits of the store.
 #[derive(Debug, Clone)]

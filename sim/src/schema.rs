@@ -1,0 +1,278 @@
+//! Structural schemas of custom resources: pruning of unknown fields, `default`s, and the
+//! OpenAPI validation the apiextensions apiserver runs (types, enums, required, bounds).
+//! CEL rules (`x-kubernetes-validations`) and `pattern`/`format` are not checked.
+
+use serde_json::{Map, Value};
+
+use crate::status::FieldCause;
+
+fn preserves_unknown(schema: &Value) -> bool {
+    schema
+        .get("x-kubernetes-preserve-unknown-fields")
+        .and_then(Value::as_bool)
+        == Some(true)
+}
+
+fn join(path: &str, field: &str) -> String {
+    if path.is_empty() {
+        field.to_string()
+    } else {
+        format!("{path}.{field}")
+    }
+}
+
+/// Drops fields the schema does not know (returning their paths, for field validation) and fills
+/// in `default`s. `apiVersion`, `kind` and `metadata` at the root are left alone.
+pub fn prune_and_default(obj: &mut Value, schema: &Value) -> Vec<String> {
+    let mut unknown = Vec::new();
+    if let Value::Object(root) = obj {
+        let mut rest: Map<String, Value> = std::mem::take(root);
+        let kept: Vec<(String, Value)> = ["apiVersion", "kind", "metadata"]
+            .iter()
+            .filter_map(|k| rest.remove(*k).map(|v| (k.to_string(), v)))
+            .collect();
+        let mut body = Value::Object(rest);
+        walk(&mut body, schema, "", &mut unknown, true);
+        if let Value::Object(mut m) = body {
+            for (k, v) in kept {
+                m.insert(k, v);
+            }
+            *root = m;
+        }
+    }
+    unknown
+}
+
+fn walk(value: &mut Value, schema: &Value, path: &str, unknown: &mut Vec<String>, root: bool) {
+    match value {
+        Value::Object(map) => {
+            let props = schema.get("properties").and_then(Value::as_object);
+            let additional = schema.get("additionalProperties");
+            let embedded = schema.get("x-kubernetes-embedded-resource").and_then(Value::as_bool) == Some(true);
+            let keys: Vec<String> = map.keys().cloned().collect();
+            for key in keys {
+                let sub = props
+                    .and_then(|p| p.get(&key))
+                    .or_else(|| additional.filter(|a| a.is_object()));
+                match sub {
+                    Some(s) => {
+                        if let Some(v) = map.get_mut(&key) {
+                            walk(v, s, &join(path, &key), unknown, false);
+                        }
+                    }
+                    None => {
+                        let allowed = preserves_unknown(schema)
+                            || additional == Some(&Value::Bool(true))
+                            || (embedded && matches!(key.as_str(), "apiVersion" | "kind" | "metadata"))
+                            || (root && matches!(key.as_str(), "apiVersion" | "kind" | "metadata"));
+                        if !allowed {
+                            map.remove(&key);
+                            unknown.push(join(path, &key));
+                        }
+                    }
+                }
+            }
+            if let Some(props) = props {
+                for (key, s) in props {
+                    if !map.contains_key(key)
+                        && let Some(d) = s.get("default")
+                    {
+                        let mut d = d.clone();
+                        walk(&mut d, s, &join(path, key), &mut Vec::new(), false);
+                        map.insert(key.clone(), d);
+                    }
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                for (i, item) in items.iter_mut().enumerate() {
+                    walk(item, item_schema, &format!("{path}[{i}]"), unknown, false);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// Validates an object against its CRD schema (the root's apiVersion/kind/metadata excluded).
+pub fn validate(obj: &Value, schema: &Value) -> Vec<FieldCause> {
+    let mut causes = Vec::new();
+    if let Value::Object(root) = obj {
+        let mut body = root.clone();
+        for k in ["apiVersion", "kind", "metadata"] {
+            body.remove(k);
+        }
+        check(&Value::Object(body), schema, "", &mut causes);
+    }
+    causes
+}
+
+fn check(value: &Value, schema: &Value, path: &str, causes: &mut Vec<FieldCause>) {
+    if value.is_null() {
+        if schema.get("nullable").and_then(Value::as_bool) != Some(true)
+            && schema.get("type").is_some()
+            && !path.is_empty()
+        {
+            let want = schema.get("type").and_then(Value::as_str).unwrap_or("object");
+            causes.push(FieldCause::invalid(
+                path,
+                &Value::String("null".into()),
+                format!("{path} in body must be of type {want}: \"null\""),
+            ));
+        }
+        return;
+    }
+    let int_or_string = schema.get("x-kubernetes-int-or-string").and_then(Value::as_bool) == Some(true);
+    if let Some(want) = schema.get("type").and_then(Value::as_str) {
+        let actual = type_name(value);
+        let ok = actual == want || (want == "number" && actual == "integer");
+        if !ok && !path.is_empty() {
+            causes.push(FieldCause::invalid(
+                path,
+                &Value::String(actual.into()),
+                format!("{path} in body must be of type {want}: \"{actual}\""),
+            ));
+            return;
+        }
+    } else if int_or_string && !matches!(type_name(value), "integer" | "string") {
+        let actual = type_name(value);
+        causes.push(FieldCause::invalid(
+            path,
+            &Value::String(actual.into()),
+            format!("{path} in body must be of type integer,string: \"{actual}\""),
+        ));
+        return;
+    }
+    if let Some(allowed) = schema.get("enum").and_then(Value::as_array)
+        && !allowed.contains(value)
+    {
+        let list: Vec<String> = allowed
+            .iter()
+            .map(|a| match a {
+                Value::String(s) => format!("{s:?}"),
+                other => other.to_string(),
+            })
+            .collect();
+        let shown = match value {
+            Value::String(s) => format!("{s:?}"),
+            other => other.to_string(),
+        };
+        causes.push(FieldCause {
+            reason: "FieldValueNotSupported".into(),
+            field: path.to_string(),
+            message: format!("Unsupported value: {shown}: supported values: {}", list.join(", ")),
+        });
+    }
+    if let Some(n) = value.as_f64() {
+        if let Some(min) = schema.get("minimum").and_then(Value::as_f64)
+            && n < min
+        {
+            causes.push(FieldCause::invalid(
+                path,
+                value,
+                format!("{path} in body should be greater than or equal to {min}"),
+            ));
+        }
+        if let Some(max) = schema.get("maximum").and_then(Value::as_f64)
+            && n > max
+        {
+            causes.push(FieldCause::invalid(
+                path,
+                value,
+                format!("{path} in body should be less than or equal to {max}"),
+            ));
+        }
+    }
+    match value {
+        Value::Object(map) => {
+            if let Some(required) = schema.get("required").and_then(Value::as_array) {
+                for r in required.iter().filter_map(Value::as_str) {
+                    if !map.contains_key(r) {
+                        causes.push(FieldCause::required(join(path, r)));
+                    }
+                }
+            }
+            let props = schema.get("properties").and_then(Value::as_object);
+            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+            for (k, v) in map {
+                if let Some(s) = props.and_then(|p| p.get(k)).or(additional) {
+                    check(v, s, &join(path, k), causes);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(s) = schema.get("items") {
+                for (i, item) in items.iter().enumerate() {
+                    check(item, s, &format!("{path}[{i}]"), causes);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn schema() -> Value {
+        json!({ "type": "object", "properties": {
+            "spec": { "type": "object", "required": ["type"], "properties": {
+                "type": { "type": "string", "enum": ["Java", "Scala"] },
+                "cores": { "type": "integer", "minimum": 1 },
+                "mode": { "type": "string", "default": "cluster" },
+                "free": { "type": "object", "x-kubernetes-preserve-unknown-fields": true },
+                "labels": { "type": "object", "additionalProperties": { "type": "string" } },
+                "port": { "x-kubernetes-int-or-string": true }
+            } },
+            "status": { "type": "object", "properties": { "state": { "type": "string" } } }
+        } })
+    }
+
+    #[test]
+    fn prunes_unknown_fields_and_defaults() {
+        let mut obj = json!({ "apiVersion": "x/v1", "kind": "K", "metadata": { "name": "n" },
+            "spec": { "type": "Java", "bogus": 1, "free": { "any": { "thing": 1 } }, "labels": { "a": "b" } }, "extra": true });
+        let unknown = prune_and_default(&mut obj, &schema());
+        assert_eq!(unknown, ["extra", "spec.bogus"]);
+        assert_eq!(obj["spec"]["mode"], "cluster");
+        assert_eq!(obj["spec"]["free"]["any"]["thing"], 1);
+        assert_eq!(obj["metadata"]["name"], "n");
+        assert!(obj.get("extra").is_none());
+    }
+
+    #[test]
+    fn validates_types_enums_required_and_bounds() {
+        let obj = json!({ "spec": { "type": "Go", "cores": "two" } });
+        let causes = validate(&obj, &schema());
+        let mut causes: Vec<(String, String)> = causes.into_iter().map(|c| (c.field, c.message)).collect();
+        causes.sort();
+        assert_eq!(causes[0].0, "spec.cores");
+        assert_eq!(
+            causes[0].1,
+            "Invalid value: \"string\": spec.cores in body must be of type integer: \"string\""
+        );
+        assert_eq!(causes[1].0, "spec.type");
+        assert_eq!(
+            causes[1].1,
+            "Unsupported value: \"Go\": supported values: \"Java\", \"Scala\""
+        );
+        let causes = validate(&json!({ "spec": { "cores": 0, "port": 80 } }), &schema());
+        assert_eq!(causes.len(), 2, "{causes:?}");
+        assert!(validate(&json!({ "spec": { "type": "Java", "port": "http" } }), &schema()).is_empty());
+    }
+}
