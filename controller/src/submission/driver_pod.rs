@@ -69,8 +69,14 @@ pub fn build(conf: &DriverConf<'_>) -> Result<Pod, DriverPodError> {
     }
     local_dirs_step(conf, spec, &mut container);
     conf_volume_step(conf, spec, &mut container);
-    // Spark takes the Spark container out of the template's list and appends it after the others.
-    spec.containers.push(container);
+    // Spark takes the Spark container out of the template's list and appends it after the others. A
+    // template that names it otherwise gets it first instead, where everything that looks for the
+    // Spark container without its name (decoration, the webhook, tools) looks.
+    if container.name == DRIVER_CONTAINER_NAME {
+        spec.containers.push(container);
+    } else {
+        spec.containers.insert(0, container);
+    }
 
     let mut pod = decorate_pod(&pod, conf.app, SparkRole::Driver)?;
     pod.metadata.namespace = Some(conf.namespace.clone());

@@ -351,6 +351,37 @@ fn the_driver_pod_is_decorated_protected_and_placed() {
 }
 
 #[test]
+fn a_template_sidecar_stays_beside_the_spark_container() {
+    let sidecar = json!({"name": "proxy", "image": "envoy"});
+    let named = app(
+        &[],
+        json!({"driver": {"template": {"spec": {"containers": [sidecar, {"name": "spark-kubernetes-driver"}]}}}}),
+    );
+    let pod = submit(&named).driver_pod;
+    let names: Vec<&str> = spec(&pod).containers.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["proxy", "spark-kubernetes-driver"],
+        "Spark's order: the Spark container last"
+    );
+    assert_eq!(spec(&pod).containers[1].image.as_deref(), Some("spark:4.0.0"));
+
+    // Without the name, Spark takes the first container; it must stay the one decoration configures.
+    let unnamed = app(
+        &[],
+        json!({"driver": {"env": [{"name": "TYPED", "value": "1"}], "template": {"spec": {"containers": [{"name": "main"}, sidecar]}}}}),
+    );
+    let pod = submit(&unnamed).driver_pod;
+    let main = &spec(&pod).containers[0];
+    assert_eq!(
+        (main.name.as_str(), main.image.as_deref()),
+        ("main", Some("spark:4.0.0"))
+    );
+    assert_eq!(env(main)["TYPED"], "1");
+    assert!(spec(&pod).containers[1].env.is_none());
+}
+
+#[test]
 fn spark_3_builds_what_spark_3_built() {
     let old = app(&[], json!({"sparkVersion": "3.0.2"}));
     let submission = submit(&old);
