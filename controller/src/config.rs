@@ -1,0 +1,358 @@
+//! The controller's flags: one clap `Args` struct, every flag also an environment variable
+//! (`SPARK_OPERATOR_CONTROLLER_<FLAG>`), which is how the Helm chart sets them. Kubeflow's flag names are
+//! accepted as aliases where the concept is the same.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::state::Timing;
+use crate::submission::{NetworkPolicyMode, SubmissionOptions};
+
+/// Smallest status byte budget accepted: room for the state, conditions, the driver's termination and
+/// the counts whatever happens to the bounded lists.
+pub const MIN_STATUS_BYTE_BUDGET: usize = 16 * 1024;
+
+/// `spark-operator controller`: reconciles SparkApplications.
+#[derive(Clone, Debug, clap::Args)]
+pub struct ControllerArgs {
+    /// Namespaces to watch, comma-separated; empty: all namespaces.
+    #[arg(long, value_delimiter = ',', env = "SPARK_OPERATOR_CONTROLLER_NAMESPACES")]
+    pub namespaces: Vec<String>,
+
+    /// Watch only namespaces with these labels (a label selector, e.g. `spark=enabled`); with
+    /// --namespaces empty.
+    #[arg(
+        long,
+        env = "SPARK_OPERATOR_CONTROLLER_NAMESPACE_SELECTOR",
+        conflicts_with = "namespaces"
+    )]
+    pub namespace_selector: Option<String>,
+
+    /// Applications reconciled at the same time.
+    #[arg(
+        long,
+        alias = "controller-threads",
+        default_value_t = 32,
+        value_parser = clap::value_parser!(u16).range(1..),
+        env = "SPARK_OPERATOR_CONTROLLER_CONCURRENCY"
+    )]
+    pub concurrency: u16,
+
+    /// Executors listed in status.recentExecutors (and Kubeflow's status.executorState) per application;
+    /// counts always cover every executor. Kubeflow's --max-tracked-executor-per-app is accepted.
+    #[arg(
+        long,
+        alias = "max-tracked-executor-per-app",
+        default_value_t = spark_operator_api::status::MAX_RECENT_EXECUTORS,
+        env = "SPARK_OPERATOR_CONTROLLER_MAX_TRACKED_EXECUTORS"
+    )]
+    pub max_tracked_executors: usize,
+
+    /// Executor failures kept in status.recentExecutorFailures.
+    #[arg(
+        long,
+        default_value_t = spark_operator_api::status::MAX_RECENT_EXECUTOR_FAILURES,
+        env = "SPARK_OPERATOR_CONTROLLER_MAX_EXECUTOR_FAILURES"
+    )]
+    pub max_executor_failures: usize,
+
+    /// Hard limit on the serialized size of one application's status, in bytes (etcd refuses requests
+    /// over 1.5 MiB). The executor lists shrink to fit; counts never do.
+    #[arg(
+        long,
+        default_value_t = 256 * 1024,
+        value_parser = parse_budget,
+        env = "SPARK_OPERATOR_CONTROLLER_STATUS_BYTE_BUDGET"
+    )]
+    pub status_byte_budget: usize,
+
+    /// Seconds a driver may be stuck in ImagePullBackOff, ErrImagePull, CreateContainerConfigError,
+    /// InvalidImageName or Unschedulable before the attempt fails with that reason; 0: wait forever.
+    #[arg(long, default_value_t = 300, env = "SPARK_OPERATOR_CONTROLLER_DRIVER_START_TIMEOUT")]
+    pub driver_start_timeout: u64,
+
+    /// Seconds after a submission during which a missing driver pod is put down to cache lag.
+    #[arg(
+        long,
+        default_value_t = 10,
+        env = "SPARK_OPERATOR_CONTROLLER_DRIVER_POD_CREATION_GRACE_PERIOD"
+    )]
+    pub driver_pod_creation_grace_period: u64,
+
+    /// Seconds to keep terminated applications without spec.timeToLiveSeconds; 0: forever.
+    #[arg(
+        long,
+        alias = "default-time-to-live-seconds",
+        default_value_t = 0,
+        env = "SPARK_OPERATOR_CONTROLLER_DEFAULT_TTL"
+    )]
+    pub default_ttl: u64,
+
+    /// Put the driver-protection finalizer on driver pods. Switch it off only to measure what it
+    /// protects against: a driver pod deleted the instant it finishes can then lose its exit.
+    #[arg(
+        long,
+        default_value_t = true,
+        action = clap::ArgAction::Set,
+        env = "SPARK_OPERATOR_CONTROLLER_DRIVER_FINALIZER"
+    )]
+    pub driver_finalizer: bool,
+
+    /// Seconds between reconciles of an application nothing happened to (a safety net for missed events).
+    #[arg(long, default_value_t = 300, env = "SPARK_OPERATOR_CONTROLLER_RESYNC_PERIOD")]
+    pub resync_period: u64,
+
+    /// Elect a leader through a Lease; only the leader reconciles.
+    #[arg(
+        long,
+        default_value_t = true,
+        action = clap::ArgAction::Set,
+        env = "SPARK_OPERATOR_CONTROLLER_LEADER_ELECTION"
+    )]
+    pub leader_election: bool,
+
+    /// Name of the leader election Lease.
+    #[arg(
+        long,
+        alias = "leader-election-lock-name",
+        default_value = "spark-operator-controller-lock",
+        env = "SPARK_OPERATOR_CONTROLLER_LEADER_ELECTION_LEASE_NAME"
+    )]
+    pub leader_election_lease_name: String,
+
+    /// Namespace of the leader election Lease (the chart sets the release namespace).
+    #[arg(
+        long,
+        alias = "leader-election-lock-namespace",
+        default_value = "default",
+        env = "SPARK_OPERATOR_CONTROLLER_LEADER_ELECTION_NAMESPACE"
+    )]
+    pub leader_election_namespace: String,
+
+    /// Seconds a Lease stays valid without renewal: a standby takes over within this.
+    #[arg(
+        long,
+        default_value_t = 15,
+        env = "SPARK_OPERATOR_CONTROLLER_LEADER_ELECTION_LEASE_DURATION"
+    )]
+    pub leader_election_lease_duration: u64,
+
+    /// Seconds between renewals (and acquisition attempts of a standby).
+    #[arg(
+        long,
+        default_value_t = 2,
+        env = "SPARK_OPERATOR_CONTROLLER_LEADER_ELECTION_RETRY_PERIOD"
+    )]
+    pub leader_election_retry_period: u64,
+
+    /// This replica's identity in the Lease; default: the host name and a random suffix.
+    #[arg(long, env = "SPARK_OPERATOR_CONTROLLER_IDENTITY")]
+    pub identity: Option<String>,
+
+    /// Address of /metrics, /healthz and /readyz; `off` to serve nothing.
+    #[arg(
+        long,
+        alias = "metrics-bind-address",
+        default_value = "0.0.0.0:8080",
+        value_parser = parse_listen,
+        env = "SPARK_OPERATOR_CONTROLLER_METRICS_ADDRESS"
+    )]
+    pub metrics_address: Listen,
+
+    /// Name of the controller in Events (reportingController).
+    #[arg(
+        long,
+        default_value = "spark-operator",
+        env = "SPARK_OPERATOR_CONTROLLER_EVENT_REPORTER"
+    )]
+    pub event_reporter: String,
+
+    /// `SPARK_USER` of drivers without spec.proxyUser (the user spark-submit runs as in Kubeflow's image).
+    #[arg(long, default_value = "spark", env = "SPARK_OPERATOR_CONTROLLER_SPARK_USER")]
+    pub spark_user: String,
+
+    /// Create the NetworkPolicy Spark 4's spark-submit creates for each driver, or never.
+    #[arg(
+        long,
+        value_enum,
+        default_value_t = NetworkPolicyArg::AsSpark,
+        env = "SPARK_OPERATOR_CONTROLLER_NETWORK_POLICY"
+    )]
+    pub network_policy: NetworkPolicyArg,
+
+    /// `spark.master` of submitted applications; default: `k8s://` and the API server the controller
+    /// itself uses (in a cluster: KUBERNETES_SERVICE_HOST and _PORT, as Kubeflow).
+    #[arg(long, env = "SPARK_OPERATOR_CONTROLLER_SPARK_MASTER_URL")]
+    pub spark_master_url: Option<String>,
+
+    /// kubeconfig to use; default: KUBECONFIG, ~/.kube/config or the in-cluster service account.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+}
+
+/// `--network-policy` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum NetworkPolicyArg {
+    /// As spark-submit: for Spark 4 and later, unless excluded through Spark's feature steps.
+    AsSpark,
+    Never,
+}
+
+/// Where to listen, or not at all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Listen {
+    Off,
+    On(SocketAddr),
+}
+
+fn parse_listen(value: &str) -> Result<Listen, String> {
+    match value.trim() {
+        "" | "0" | "off" => Ok(Listen::Off),
+        other => other
+            .parse()
+            .map(Listen::On)
+            .map_err(|e| format!("{other:?} is not an address like 0.0.0.0:8080 (or `off`): {e}")),
+    }
+}
+
+fn parse_budget(value: &str) -> Result<usize, String> {
+    let bytes: usize = value
+        .trim()
+        .parse()
+        .map_err(|e| format!("{value:?} is not a number of bytes: {e}"))?;
+    if bytes < MIN_STATUS_BYTE_BUDGET {
+        return Err(format!(
+            "{bytes} bytes is too small for a status; use at least {MIN_STATUS_BYTE_BUDGET}"
+        ));
+    }
+    Ok(bytes)
+}
+
+/// Which namespaces the controller reconciles.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NamespaceScope {
+    All,
+    List(Vec<String>),
+    Selector(String),
+}
+
+impl ControllerArgs {
+    /// The state machine's time limits.
+    pub fn timing(&self) -> Timing {
+        Timing {
+            driver_start_timeout: (self.driver_start_timeout > 0)
+                .then(|| Duration::from_secs(self.driver_start_timeout)),
+            driver_pod_creation_grace: Duration::from_secs(self.driver_pod_creation_grace_period),
+            default_ttl: (self.default_ttl > 0).then(|| Duration::from_secs(self.default_ttl)),
+            ..Timing::default()
+        }
+    }
+
+    pub fn submission_options(&self) -> SubmissionOptions {
+        SubmissionOptions {
+            network_policy: match self.network_policy {
+                NetworkPolicyArg::AsSpark => NetworkPolicyMode::AsSpark,
+                NetworkPolicyArg::Never => NetworkPolicyMode::Never,
+            },
+        }
+    }
+
+    pub fn namespace_scope(&self) -> NamespaceScope {
+        let list: Vec<String> = self
+            .namespaces
+            .iter()
+            .map(|n| n.trim().to_owned())
+            .filter(|n| !n.is_empty())
+            .collect();
+        match (&self.namespace_selector, list.is_empty()) {
+            (Some(selector), true) if !selector.trim().is_empty() => NamespaceScope::Selector(selector.clone()),
+            (_, false) => NamespaceScope::List(list),
+            _ => NamespaceScope::All,
+        }
+    }
+
+    /// This replica's name: the flag, else the host name and a random suffix.
+    pub fn identity(&self) -> String {
+        self.identity.clone().unwrap_or_else(|| {
+            let host = std::env::var("HOSTNAME")
+                .ok()
+                .filter(|h| !h.is_empty())
+                .unwrap_or_else(|| "spark-operator".to_owned());
+            format!("{host}-{}", &uuid::Uuid::new_v4().simple().to_string()[..8])
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: ControllerArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<ControllerArgs, clap::Error> {
+        let mut argv = vec!["controller"];
+        argv.extend_from_slice(args);
+        Cli::try_parse_from(argv).map(|c| c.args)
+    }
+
+    #[test]
+    fn defaults_are_production_ready() {
+        let args = parse(&[]).unwrap();
+        assert_eq!(args.namespace_scope(), NamespaceScope::All);
+        assert_eq!(args.status_byte_budget, 256 * 1024);
+        assert!(args.driver_finalizer && args.leader_election);
+        assert_eq!(args.timing().driver_start_timeout, Some(Duration::from_secs(300)));
+        assert_eq!(args.timing().default_ttl, None);
+    }
+
+    #[test]
+    fn kubeflow_flag_names_are_accepted() {
+        let args = parse(&[
+            "--max-tracked-executor-per-app=1000",
+            "--controller-threads=4",
+            "--default-time-to-live-seconds=60",
+            "--leader-election-lock-name=lock",
+        ])
+        .unwrap();
+        assert_eq!(args.max_tracked_executors, 1000);
+        assert_eq!(args.concurrency, 4);
+        assert_eq!(args.timing().default_ttl, Some(Duration::from_secs(60)));
+        assert_eq!(args.leader_election_lease_name, "lock");
+    }
+
+    #[test]
+    fn namespaces_and_switches() {
+        let args = parse(&[
+            "--namespaces",
+            "a,b",
+            "--driver-finalizer=false",
+            "--metrics-address=off",
+        ])
+        .unwrap();
+        assert_eq!(
+            args.namespace_scope(),
+            NamespaceScope::List(vec!["a".into(), "b".into()])
+        );
+        assert!(!args.driver_finalizer);
+        assert_eq!(args.metrics_address, Listen::Off);
+        let args = parse(&["--namespace-selector", "spark=on"]).unwrap();
+        assert_eq!(args.namespace_scope(), NamespaceScope::Selector("spark=on".into()));
+        assert!(parse(&["--namespaces", "a", "--namespace-selector", "x=y"]).is_err());
+    }
+
+    #[test]
+    fn bad_values_are_explained() {
+        let err = parse(&["--status-byte-budget=100"]).unwrap_err().to_string();
+        assert!(err.contains("at least 16384"), "{err}");
+        let err = parse(&["--metrics-address=nonsense"]).unwrap_err().to_string();
+        assert!(err.contains("0.0.0.0:8080"), "{err}");
+        assert!(parse(&["--concurrency=0"]).is_err());
+    }
+}

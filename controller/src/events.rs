@@ -1,0 +1,74 @@
+//! Kubernetes Events for every state transition of an application (`kubectl describe sparkapp` lists
+//! them), through kube-runtime's `Recorder` (events.k8s.io/v1, repeated events aggregated as a series).
+//!
+//! A failed Event is logged, never fatal: the status is the record, Events are the narrative.
+
+use kube::Resource;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use spark_operator_api::SparkApplication;
+
+use crate::observe::truncate_utf8;
+use crate::state::Transition;
+
+/// Events' notes are limited to 1 kB by the API.
+const MAX_NOTE_BYTES: usize = 1000;
+
+/// Publishes the application's Events.
+#[derive(Clone)]
+pub struct Events {
+    recorder: Recorder,
+}
+
+impl Events {
+    pub fn new(client: kube::Client, controller: &str, instance: &str) -> Self {
+        let reporter = Reporter {
+            controller: controller.to_owned(),
+            instance: Some(instance.to_owned()),
+        };
+        Self {
+            recorder: Recorder::new(client, reporter),
+        }
+    }
+
+    /// One Event per transition: reason as Kubeflow names it, the note saying what happened.
+    pub async fn transition(&self, app: &SparkApplication, transition: &Transition) {
+        let event = Event {
+            type_: if transition.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: transition.reason.to_owned(),
+            note: Some(truncate_utf8(
+                &format!("{} → {}: {}", show(transition.from), transition.to, transition.message),
+                MAX_NOTE_BYTES,
+            )),
+            action: action(transition.to).to_owned(),
+            secondary: None,
+        };
+        if let Err(error) = self.recorder.publish(&event, &app.object_ref(&())).await {
+            tracing::warn!(
+                app = app.metadata.name.as_deref().unwrap_or_default(),
+                reason = transition.reason,
+                %error,
+                "could not publish an event"
+            );
+        }
+    }
+}
+
+fn show(state: spark_operator_api::ApplicationStateType) -> &'static str {
+    if state.is_new() { "NEW" } else { state.as_str() }
+}
+
+/// The Event's action: what the controller did or observed.
+fn action(to: spark_operator_api::ApplicationStateType) -> &'static str {
+    use spark_operator_api::ApplicationStateType as S;
+    match to {
+        S::New | S::Submitted | S::SubmissionFailed | S::Resuming | S::PendingRerun => "Submit",
+        S::Running | S::Unknown | S::Succeeding | S::Failing => "ObserveDriver",
+        S::Completed | S::Failed => "Finish",
+        S::Invalidating => "Invalidate",
+        S::Suspending | S::Suspended => "Suspend",
+    }
+}

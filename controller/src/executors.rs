@@ -1,0 +1,482 @@
+//! Executor tracking, bounded whatever the churn.
+//!
+//! Executors come and go faster than an application is reconciled (dynamic allocation, Spark deleting
+//! finished executor pods), so they are tracked from the pod watch's events, not from the pods that
+//! happen to exist at reconcile time. Per application and submission the tracker keeps:
+//! - counts by state, covering every executor ever seen, each counted once per state change;
+//! - the executors still alive (needed to count their next change: bounded by the cluster's capacity);
+//! - the ids of terminated executors as an interval set, so a finished pod seen again (a relist) is not
+//!   counted twice; ids are dense (Spark numbers executors 1, 2, 3, ...), so this stays a few intervals;
+//! - the last N failures and a bounded map of recent executors, evicting the oldest terminated first.
+//!
+//! No executor is skipped because of its id (Kubeflow ignores every executor above id 1000).
+//!
+//! After a restart the tracker is seeded from the status it wrote: the counts, the recent executors, and
+//! the assumption that a terminated executor not in the recent map but with an id at or below the highest
+//! id there was already counted (it was evicted from the map as the oldest terminated).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use spark_operator_api::state::ExecutorState;
+use spark_operator_api::status::{ExecutorCounts, ExecutorRecord, SparkApplicationStatus, TerminationRecord};
+
+use crate::observe::ExecutorPod;
+
+/// A set of integers stored as disjoint, non-adjacent intervals.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IdSet {
+    /// start → end, inclusive.
+    ranges: BTreeMap<i64, i64>,
+}
+
+impl IdSet {
+    pub fn contains(&self, id: i64) -> bool {
+        self.ranges.range(..=id).next_back().is_some_and(|(_, end)| *end >= id)
+    }
+
+    pub fn insert(&mut self, id: i64) {
+        if self.contains(id) {
+            return;
+        }
+        let mut start = id;
+        let mut end = id;
+        if let Some((&s, &e)) = self.ranges.range(..id).next_back()
+            && e.checked_add(1) == Some(id)
+        {
+            start = s;
+            self.ranges.remove(&s);
+        }
+        if let Some(next) = id.checked_add(1)
+            && let Some(e) = self.ranges.remove(&next)
+        {
+            end = e;
+        }
+        self.ranges.insert(start, end);
+    }
+
+    /// Number of intervals (the memory it takes).
+    pub fn intervals(&self) -> usize {
+        self.ranges.len()
+    }
+}
+
+/// Limits of what the status lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    pub max_tracked: usize,
+    pub max_failures: usize,
+}
+
+/// The executors of one submission of one application.
+#[derive(Clone, Debug, Default)]
+pub struct Tracker {
+    counts: ExecutorCounts,
+    /// The submission tracked.
+    pub submission_id: String,
+    /// Alive executors by pod name: the state they are counted in, and their id.
+    live: HashMap<String, (ExecutorState, Option<i64>)>,
+    /// Ids of executors counted as terminated.
+    done: IdSet,
+    /// Terminated executors without an id label (not Spark's, but possible).
+    done_names: HashSet<String>,
+    /// Terminated executors with an id at or below this were counted before a restart.
+    seeded_watermark: Option<i64>,
+    /// status.recentExecutors, bounded.
+    recent: BTreeMap<String, ExecutorRecord>,
+    /// Eviction order of `recent`: terminated before alive, then lowest executor id (oldest) first, as
+    /// `SparkApplicationStatus::record_executor` does, but O(log n) per change for 10^5+ executors.
+    eviction: BTreeSet<(bool, i64, String)>,
+    /// status.recentExecutorFailures, bounded.
+    failures: SparkApplicationStatus,
+    /// Bumped on every change, so a reconcile knows whether to write.
+    pub generation: u64,
+}
+
+impl Tracker {
+    /// A tracker continuing what a status (of the same submission) recorded.
+    pub fn seeded(status: &SparkApplicationStatus) -> Self {
+        let mut tracker = Self {
+            counts: status.executor_counts.clone().unwrap_or_default(),
+            submission_id: status.submission_id.clone(),
+            seeded_watermark: status.recent_executors.values().filter_map(|r| r.executor_id).max(),
+            ..Self::default()
+        };
+        tracker.failures.recent_executor_failures = status.recent_executor_failures.clone();
+        for (name, record) in &status.recent_executors {
+            tracker.remember(name, record.clone(), usize::MAX);
+            if record.state.is_terminal() {
+                match record.executor_id {
+                    Some(id) => tracker.done.insert(id),
+                    None => {
+                        tracker.done_names.insert(name.clone());
+                    }
+                }
+            } else {
+                tracker.live.insert(name.clone(), (record.state, record.executor_id));
+            }
+        }
+        tracker
+    }
+
+    pub fn counts(&self) -> &ExecutorCounts {
+        &self.counts
+    }
+
+    fn already_done(&self, name: &str, id: Option<i64>) -> bool {
+        match id {
+            Some(id) => self.done.contains(id),
+            None => self.done_names.contains(name),
+        }
+    }
+
+    /// An executor pod was added or changed.
+    pub fn observe(&mut self, pod: &ExecutorPod, now: Timestamp, limits: Limits) {
+        self.record(pod, pod.state, pod.termination.clone(), now, limits);
+    }
+
+    /// An executor pod was deleted; `last` is its last known state. One deleted before its container
+    /// reported an exit is counted as Unknown: nobody saw how it ended.
+    pub fn observe_deletion(&mut self, last: &ExecutorPod, now: Timestamp, limits: Limits) {
+        let state = if last.state.is_terminal() {
+            last.state
+        } else {
+            ExecutorState::Unknown
+        };
+        let termination = last.termination.clone().or_else(|| {
+            Some(TerminationRecord {
+                pod_name: last.name.clone(),
+                executor_id: last.executor_id,
+                reason: Some("Deleted".into()),
+                message: Some("the executor pod was deleted before it reported an exit".into()),
+                node_name: last.node_name.clone(),
+                ..TerminationRecord::default()
+            })
+        });
+        self.record(last, state, termination, now, limits);
+        if state == ExecutorState::Unknown {
+            // Gone for good: it will not change again.
+            self.live.remove(&last.name);
+            self.mark_done(&last.name, last.executor_id);
+        }
+    }
+
+    fn mark_done(&mut self, name: &str, id: Option<i64>) {
+        match id {
+            Some(id) => self.done.insert(id),
+            None => {
+                self.done_names.insert(name.to_owned());
+            }
+        }
+    }
+
+    fn record(
+        &mut self,
+        pod: &ExecutorPod,
+        state: ExecutorState,
+        termination: Option<TerminationRecord>,
+        now: Timestamp,
+        limits: Limits,
+    ) {
+        if self.already_done(&pod.name, pod.executor_id) {
+            return;
+        }
+        let previous = self.live.get(&pod.name).map(|(state, _)| *state);
+        if previous.is_none()
+            && state.is_terminal()
+            && pod
+                .executor_id
+                .zip(self.seeded_watermark)
+                .is_some_and(|(id, watermark)| id <= watermark)
+        {
+            // Evicted from the map before a restart, so counted already.
+            self.mark_done(&pod.name, pod.executor_id);
+            return;
+        }
+        if previous == Some(state) {
+            return;
+        }
+        self.counts.transition(previous, state);
+        if state.is_terminal() {
+            self.live.remove(&pod.name);
+            self.mark_done(&pod.name, pod.executor_id);
+        } else {
+            self.live.insert(pod.name.clone(), (state, pod.executor_id));
+        }
+        if state == ExecutorState::Failed
+            && let Some(mut failure) = termination
+        {
+            failure.executor_id = pod.executor_id;
+            failure.log_tail = None;
+            self.failures.push_executor_failure(failure, limits.max_failures);
+        }
+        let record = ExecutorRecord {
+            executor_id: pod.executor_id,
+            state,
+            node_name: pod.node_name.clone(),
+            last_transition_time: Some(Time(Timestamp::from_second(now.as_second()).unwrap_or(now))),
+        };
+        self.remember(&pod.name, record, limits.max_tracked.max(1));
+        self.generation += 1;
+    }
+
+    fn eviction_key(name: &str, record: &ExecutorRecord) -> (bool, i64, String) {
+        (
+            !record.state.is_terminal(),
+            record.executor_id.unwrap_or(i64::MAX),
+            name.to_owned(),
+        )
+    }
+
+    /// Puts an executor in the recent map, evicting the oldest terminated ones beyond `max`.
+    fn remember(&mut self, name: &str, record: ExecutorRecord, max: usize) {
+        if let Some(previous) = self.recent.get(name) {
+            self.eviction.remove(&Self::eviction_key(name, previous));
+        }
+        self.eviction.insert(Self::eviction_key(name, &record));
+        self.recent.insert(name.to_owned(), record);
+        while self.recent.len() > max {
+            let Some((_, _, victim)) = self.eviction.pop_first() else {
+                break;
+            };
+            self.recent.remove(&victim);
+        }
+    }
+
+    /// After a relist: executors believed alive whose pods no longer exist were deleted unseen.
+    pub fn sweep(&mut self, exists: impl Fn(&str) -> bool, now: Timestamp, limits: Limits) {
+        let gone: Vec<ExecutorPod> = self
+            .live
+            .iter()
+            .filter(|(name, _)| !exists(name))
+            .map(|(name, (state, id))| ExecutorPod {
+                name: name.clone(),
+                executor_id: *id,
+                submission_id: Some(self.submission_id.clone()),
+                state: *state,
+                node_name: None,
+                termination: None,
+            })
+            .collect();
+        for pod in gone {
+            self.observe_deletion(&pod, now, limits);
+        }
+    }
+
+    /// Copies the tracked executor fields into a status (executorState mirrors recentExecutors).
+    pub fn render(&self, status: &mut SparkApplicationStatus) {
+        status.executor_counts = Some(self.counts.clone());
+        status.recent_executors = self.recent.clone();
+        status.executor_state = self.recent.iter().map(|(name, r)| (name.clone(), r.state)).collect();
+        status.recent_executor_failures = self.failures.recent_executor_failures.clone();
+    }
+
+    /// Memory held, roughly: entries of each collection.
+    pub fn footprint(&self) -> usize {
+        self.live.len() + self.done.intervals() + self.done_names.len() + self.recent.len()
+    }
+}
+
+/// The trackers of every application, one per application: its current submission's.
+#[derive(Debug, Default)]
+pub struct Executors {
+    trackers: HashMap<(String, String), Tracker>,
+}
+
+impl Executors {
+    /// The tracker for an executor of `submission_id`. A tracker of another submission is replaced
+    /// when the application's status (`status()`, the cached one) says the submission is current;
+    /// otherwise the executor belongs to an old run and is ignored (None).
+    pub fn tracker_for(
+        &mut self,
+        namespace: &str,
+        app: &str,
+        submission_id: &str,
+        status: impl FnOnce() -> Option<SparkApplicationStatus>,
+    ) -> Option<&mut Tracker> {
+        let key = (namespace.to_owned(), app.to_owned());
+        let current = self
+            .trackers
+            .get(&key)
+            .is_some_and(|t| t.submission_id == submission_id);
+        if !current {
+            let status = status().filter(|s| s.submission_id == submission_id)?;
+            self.trackers.insert(key.clone(), Tracker::seeded(&status));
+        }
+        self.trackers.get_mut(&key)
+    }
+
+    /// The tracker of an application's submission, if it has seen executors.
+    pub fn get(&self, namespace: &str, app: &str, submission_id: &str) -> Option<&Tracker> {
+        self.trackers
+            .get(&(namespace.to_owned(), app.to_owned()))
+            .filter(|t| t.submission_id == submission_id)
+    }
+
+    /// Forgets an application (deleted).
+    pub fn remove(&mut self, namespace: &str, app: &str) {
+        self.trackers.remove(&(namespace.to_owned(), app.to_owned()));
+    }
+
+    /// Every tracker, with its application's namespace.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&str, &mut Tracker)> {
+        self.trackers.iter_mut().map(|((ns, _), t)| (ns.as_str(), t))
+    }
+
+    pub fn len(&self) -> usize {
+        self.trackers.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.trackers.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMITS: Limits = Limits {
+        max_tracked: 100,
+        max_failures: 10,
+    };
+
+    fn exec(id: i64, state: ExecutorState) -> ExecutorPod {
+        ExecutorPod {
+            name: format!("app-exec-{id}"),
+            executor_id: Some(id),
+            submission_id: Some("s".into()),
+            state,
+            node_name: Some("node-1".into()),
+            termination: (state == ExecutorState::Failed).then(|| TerminationRecord {
+                pod_name: format!("app-exec-{id}"),
+                exit_code: Some(137),
+                reason: Some("OOMKilled".into()),
+                ..TerminationRecord::default()
+            }),
+        }
+    }
+
+    fn now() -> Timestamp {
+        Timestamp::from_second(1_700_000_000).unwrap()
+    }
+
+    #[test]
+    fn id_set_merges_neighbours() {
+        let mut set = IdSet::default();
+        for id in [1, 3, 2, 10, 5, 4] {
+            set.insert(id);
+        }
+        assert_eq!(set.intervals(), 2);
+        assert!(set.contains(1) && set.contains(5) && set.contains(10));
+        assert!(!set.contains(6) && !set.contains(0) && !set.contains(11));
+        set.insert(i64::MAX);
+        assert!(set.contains(i64::MAX));
+    }
+
+    #[test]
+    fn every_executor_is_counted_once_per_state_whatever_its_id() {
+        let mut t = Tracker::default();
+        for id in 1..=2000 {
+            t.observe(&exec(id, ExecutorState::Pending), now(), LIMITS);
+            t.observe(&exec(id, ExecutorState::Running), now(), LIMITS);
+            t.observe(&exec(id, ExecutorState::Running), now(), LIMITS);
+            let end = if id % 10 == 0 {
+                ExecutorState::Failed
+            } else {
+                ExecutorState::Completed
+            };
+            t.observe(&exec(id, end), now(), LIMITS);
+            // A relist shows the finished pod again; it must not be counted twice.
+            t.observe(&exec(id, end), now(), LIMITS);
+            t.observe_deletion(&exec(id, end), now(), LIMITS);
+        }
+        assert_eq!(t.counts().completed, 1800);
+        assert_eq!(t.counts().failed, 200);
+        assert_eq!(t.counts().running + t.counts().pending + t.counts().unknown, 0);
+        let mut status = SparkApplicationStatus::default();
+        t.render(&mut status);
+        assert_eq!(status.recent_executors.len(), 100);
+        assert!(
+            status.recent_executors.contains_key("app-exec-2000"),
+            "executors past id 1000 are tracked"
+        );
+        assert_eq!(status.recent_executor_failures.len(), 10);
+        assert_eq!(status.recent_executor_failures.last().unwrap().executor_id, Some(2000));
+        assert!(t.footprint() < 110, "memory stays bounded: {}", t.footprint());
+    }
+
+    #[test]
+    fn running_executors_outlive_terminated_ones_in_the_map() {
+        let mut t = Tracker::default();
+        let limits = Limits {
+            max_tracked: 3,
+            max_failures: 10,
+        };
+        t.observe(&exec(1, ExecutorState::Running), now(), limits);
+        for id in 2..=10 {
+            t.observe(&exec(id, ExecutorState::Completed), now(), limits);
+        }
+        let mut status = SparkApplicationStatus::default();
+        t.render(&mut status);
+        let kept: Vec<_> = status.recent_executors.keys().cloned().collect();
+        assert_eq!(kept, ["app-exec-1", "app-exec-10", "app-exec-9"]);
+        assert_eq!(t.counts().running, 1);
+        assert_eq!(t.counts().completed, 9);
+    }
+
+    #[test]
+    fn a_pod_deleted_before_it_exits_is_unknown() {
+        let mut t = Tracker::default();
+        t.observe(&exec(1, ExecutorState::Running), now(), LIMITS);
+        t.observe_deletion(&exec(1, ExecutorState::Running), now(), LIMITS);
+        assert_eq!(t.counts().unknown, 1);
+        assert_eq!(t.counts().running, 0);
+        // A late event about it changes nothing.
+        t.observe(&exec(1, ExecutorState::Completed), now(), LIMITS);
+        assert_eq!(t.counts().completed, 0);
+    }
+
+    #[test]
+    fn a_restarted_controller_continues_the_counts() {
+        let mut before = Tracker::default();
+        let limits = Limits {
+            max_tracked: 5,
+            max_failures: 10,
+        };
+        for id in 1..=20 {
+            before.observe(&exec(id, ExecutorState::Completed), now(), limits);
+        }
+        before.observe(&exec(21, ExecutorState::Running), now(), limits);
+        let mut status = SparkApplicationStatus {
+            submission_id: "s".into(),
+            ..Default::default()
+        };
+        before.render(&mut status);
+
+        let mut executors = Executors::default();
+        assert!(
+            executors
+                .tracker_for("ns", "app", "old", || Some(status.clone()))
+                .is_none(),
+            "an old run's"
+        );
+        let after = executors
+            .tracker_for("ns", "app", "s", || Some(status.clone()))
+            .unwrap();
+        // The relist shows every pod that still exists: old finished ones, and the running one.
+        for id in 1..=20 {
+            after.observe(&exec(id, ExecutorState::Completed), now(), limits);
+        }
+        after.observe(&exec(21, ExecutorState::Running), now(), limits);
+        after.observe(&exec(21, ExecutorState::Completed), now(), limits);
+        after.observe(&exec(22, ExecutorState::Pending), now(), limits);
+        assert_eq!(after.counts().completed, 21);
+        assert_eq!(after.counts().running, 0);
+        assert_eq!(after.counts().pending, 1);
+        assert!(executors.get("ns", "app", "s").is_some());
+        executors.remove("ns", "app");
+        assert!(executors.is_empty());
+    }
+}

@@ -1,0 +1,642 @@
+//! The reconciler: kube-runtime `Controller`s on SparkApplications, triggered also by one label-selected
+//! pod watch (`launched-by-spark-operator=true`) mapped back to the application by the `app-name` label,
+//! because executors are owned by the driver pod, not by the application.
+//!
+//! One reconcile: read (the cached application and driver pod, confirmed by a GET when it matters) →
+//! validate (pure) → decide ([`crate::state`], pure) → write the status (conditional, within the byte
+//! budget) → act (submit, delete) → release the driver finalizer once the status holds the driver's end.
+//!
+//! Executors are tracked from the pod watch's events as they stream by ([`PodObserver`]), so none is
+//! missed between two reconciles; the reconcile copies the tracker into the status.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::{Stream, StreamExt, TryStreamExt};
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::runtime::controller::{Action, Config as ControllerConfig, Controller, Error as ControllerError};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::json;
+use spark_operator_api::SparkApplication;
+use spark_operator_api::labels::{LABEL_LAUNCHED_BY_SPARK_OPERATOR, LABEL_VALUE_TRUE, SparkRole};
+use spark_operator_api::state::{ApplicationStateType as S, TerminationObserver};
+use spark_operator_api::status::SparkApplicationStatus;
+use spark_operator_api::validation::{ValidationContext, validate_spark_application};
+
+use crate::context::Ctx;
+use crate::driver_finalizer;
+use crate::observe::{self, DriverPod};
+use crate::state::{self, Action as Do, Decision, DriverObservation, Transition};
+use crate::status;
+use crate::submit::{self, Submitted};
+
+/// Annotation on the SparkApplication: hash of the spec of its last submission (see `state::spec_hash`).
+pub const ANNOTATION_SPEC_HASH: &str = "sparkoperator.k8s.io/spec-hash";
+
+/// Why a reconcile failed (it is retried).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Status(#[from] status::Error),
+    #[error(transparent)]
+    Submit(#[from] submit::Error),
+    #[error(transparent)]
+    Finalizer(#[from] driver_finalizer::Error),
+    #[error("reading the driver pod {namespace}/{name}: {source}")]
+    ReadDriver {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("re-reading the application {namespace}/{name}: {source}")]
+    ReadApplication {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("recording the spec hash on {namespace}/{name}: {source}")]
+    RecordSpecHash {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("deleting {what} {namespace}/{name}: {source}")]
+    Delete {
+        what: &'static str,
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// A reconcile: retried at once, on fresh data, when the application changed under it.
+pub async fn reconcile(app: Arc<SparkApplication>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let started = Instant::now();
+    let namespace = app.metadata.namespace.clone().unwrap_or_default();
+    let name = app.metadata.name.clone().unwrap_or_default();
+    if !ctx.namespaces.allows(&namespace) {
+        return Ok(Action::await_change());
+    }
+    let api: Api<SparkApplication> = Api::namespaced(ctx.client.clone(), &namespace);
+    let mut app = app;
+    let mut result = Ok(Action::requeue(Duration::from_secs(1)));
+    for _ in 0..4 {
+        result = reconcile_once(&app, &api, &ctx).await;
+        let Err(Error::Status(status::Error::Conflict { .. })) = &result else {
+            break;
+        };
+        ctx.metrics.status_write_conflicts.inc();
+        match api.get_opt(&name).await {
+            Ok(Some(fresh)) => app = Arc::new(fresh),
+            Ok(None) => return Ok(Action::await_change()),
+            Err(source) => {
+                result = Err(Error::ReadApplication {
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                    source,
+                });
+                break;
+            }
+        }
+    }
+    ctx.metrics.reconcile_duration.observe(started.elapsed().as_secs_f64());
+    result
+}
+
+/// Failed reconciles are retried soon: a conflict at once, anything else after a few seconds.
+pub fn error_policy(app: Arc<SparkApplication>, error: &Error, ctx: Arc<Ctx>) -> Action {
+    ctx.metrics.reconcile_errors.inc();
+    tracing::warn!(app = app.metadata.name.as_deref().unwrap_or_default(), %error, "reconcile failed");
+    match error {
+        Error::Status(status::Error::Conflict { .. }) => Action::requeue(Duration::from_millis(100)),
+        _ => Action::requeue(Duration::from_secs(5)),
+    }
+}
+
+/// The driver pod, as facts and as the object (to release its finalizer).
+struct Driver {
+    observation: DriverObservation,
+    pod: Option<Arc<Pod>>,
+}
+
+/// States in which the presence of the current driver pod changes the decision, so a cache miss is
+/// confirmed with a GET.
+fn must_confirm(status: &SparkApplicationStatus) -> bool {
+    let state = status.application_state.state;
+    state.expects_driver()
+        || matches!(
+            state,
+            S::PendingRerun | S::Resuming | S::Invalidating | S::Suspending | S::SubmissionFailed
+        )
+}
+
+async fn observe_driver(ctx: &Ctx, app: &SparkApplication, namespace: &str) -> Result<Driver, Error> {
+    let name = state::driver_pod_name(app);
+    let status = app.status.clone().unwrap_or_default();
+    let mut pod = ctx.cached_pod(namespace, &name);
+    let current = pod
+        .as_ref()
+        .is_some_and(|p| observe::submission_id(p) == Some(status.submission_id.as_str()));
+    if !current && must_confirm(&status) {
+        let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+        pod = api
+            .get_opt(&name)
+            .await
+            .map_err(|source| Error::ReadDriver {
+                namespace: namespace.to_owned(),
+                name: name.clone(),
+                source,
+            })?
+            .map(Arc::new);
+    }
+    let observation = match &pod {
+        Some(p) => DriverObservation::Present(Box::new(observe::driver_pod(p, TerminationObserver::PodWatch))),
+        None => DriverObservation::Missing,
+    };
+    Ok(Driver { observation, pod })
+}
+
+/// Validation errors worth failing a new submission for, one line each.
+fn spec_errors(app: &SparkApplication) -> Vec<String> {
+    let state = app.state();
+    let submitting = matches!(
+        state,
+        S::New | S::PendingRerun | S::Resuming | S::SubmissionFailed | S::Invalidating | S::Suspended
+    );
+    if !submitting {
+        return Vec::new();
+    }
+    let mut defaulted = app.clone();
+    spark_operator_api::defaults::apply_defaults(&mut defaulted.spec);
+    validate_spark_application(&defaulted, &ValidationContext::default())
+        .errors
+        .iter()
+        .map(|e| e.to_string())
+        .collect()
+}
+
+async fn reconcile_once(app: &Arc<SparkApplication>, api: &Api<SparkApplication>, ctx: &Ctx) -> Result<Action, Error> {
+    let namespace = app.metadata.namespace.clone().unwrap_or_default();
+    let name = app.metadata.name.clone().unwrap_or_default();
+    let driver = observe_driver(ctx, app, &namespace).await?;
+    let errors = spec_errors(app);
+    let hash = state::spec_hash(app);
+    let recorded = app
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_SPEC_HASH))
+        .cloned();
+    let new_id = uuid::Uuid::new_v4().to_string();
+    let now = Timestamp::now();
+    let decision = state::decide(&state::Input {
+        app,
+        driver: &driver.observation,
+        now,
+        timing: &ctx.settings.timing,
+        new_submission_id: &new_id,
+        recorded_spec_hash: recorded.as_deref(),
+        spec_hash: &hash,
+        spec_errors: &errors,
+    });
+    let Decision {
+        status: wanted,
+        actions,
+        requeue,
+        transitions,
+        ..
+    } = decision;
+
+    let mut current: Arc<SparkApplication> = app.clone();
+    if actions.contains(&Do::RecordSpecHash) {
+        current = Arc::new(record_spec_hash(api, &current, &hash).await?);
+    }
+    current = write_status(ctx, api, &current, wanted, &transitions).await?;
+
+    let mut requeue = requeue;
+    for action in &actions {
+        match action {
+            Do::RecordSpecHash => {}
+            Do::Submit { submission_id } => {
+                let submit_time = current
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.last_submission_attempt_time.as_ref())
+                    .map_or(now, |t| t.0);
+                match submit::submit(&ctx.client, &ctx.settings, &current, submission_id, submit_time).await? {
+                    Submitted::Done(outcome) => {
+                        let stored = current.status.clone().unwrap_or_default();
+                        let after = state::after_submit(&current, &stored, &outcome, Timestamp::now());
+                        current = write_status(ctx, api, &current, after.status, &after.transitions).await?;
+                    }
+                    Submitted::WaitForOldDriver { pod } => {
+                        tracing::info!(app = name, pod, "waiting for the previous run's driver pod to go");
+                        requeue = Some(requeue.map_or(Duration::from_secs(2), |r| r.min(Duration::from_secs(2))));
+                    }
+                }
+            }
+            Do::DeleteDriver { pod_name } => {
+                if let Some(pod) = &driver.pod {
+                    driver_finalizer::release(&ctx.client, pod).await?;
+                }
+                delete_driver(ctx, &namespace, pod_name).await?;
+            }
+            Do::DeleteApplication => {
+                tracing::info!(app = name, "time to live expired: deleting the application");
+                match api.delete(&name, &DeleteParams::background()).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(source) => {
+                        return Err(Error::Delete {
+                            what: "SparkApplication",
+                            namespace,
+                            name,
+                            source,
+                        });
+                    }
+                }
+                return Ok(Action::await_change());
+            }
+        }
+    }
+
+    release_if_recorded(ctx, &driver, &current).await?;
+    let terminal = current.state().is_terminal();
+    Ok(match requeue {
+        Some(after) => Action::requeue(after),
+        None if terminal => Action::await_change(),
+        None => Action::requeue(ctx.settings.resync),
+    })
+}
+
+/// Releases the driver's finalizer once the persisted status no longer needs the pod.
+async fn release_if_recorded(ctx: &Ctx, driver: &Driver, app: &SparkApplication) -> Result<(), Error> {
+    let (DriverObservation::Present(facts), Some(pod)) = (&driver.observation, &driver.pod) else {
+        return Ok(());
+    };
+    if facts.has_finalizer && facts.ours && !driver_finalizer::keep(facts, Some(app)) {
+        driver_finalizer::release(&ctx.client, pod).await?;
+    }
+    Ok(())
+}
+
+async fn delete_driver(ctx: &Ctx, namespace: &str, name: &str) -> Result<(), Error> {
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+    match api.delete(name, &DeleteParams::background()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(source) => Err(Error::Delete {
+            what: "driver pod",
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// Records the spec hash, conditional on the application being unchanged since read.
+async fn record_spec_hash(
+    api: &Api<SparkApplication>,
+    app: &SparkApplication,
+    hash: &str,
+) -> Result<SparkApplication, Error> {
+    let name = app.metadata.name.clone().unwrap_or_default();
+    let patch = json!({"metadata": {
+        "resourceVersion": app.metadata.resource_version,
+        "annotations": {ANNOTATION_SPEC_HASH: hash},
+    }});
+    api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|source| match source {
+            kube::Error::Api(ref s) if s.code == 409 => Error::Status(status::Error::Conflict { name: name.clone() }),
+            source => Error::RecordSpecHash {
+                namespace: app.metadata.namespace.clone().unwrap_or_default(),
+                name: name.clone(),
+                source,
+            },
+        })
+}
+
+/// Renders the executors into `wanted`, fits the byte budget, and writes if anything changed; then
+/// publishes the transitions' events and metrics. Returns the application as stored.
+async fn write_status(
+    ctx: &Ctx,
+    api: &Api<SparkApplication>,
+    app: &Arc<SparkApplication>,
+    mut wanted: SparkApplicationStatus,
+    transitions: &[Transition],
+) -> Result<Arc<SparkApplication>, Error> {
+    let namespace = app.metadata.namespace.as_deref().unwrap_or_default();
+    let name = app.metadata.name.clone().unwrap_or_default();
+    if let Ok(executors) = ctx.executors.lock()
+        && let Some(tracker) = executors.get(namespace, &name, &wanted.submission_id)
+    {
+        tracker.render(&mut wanted);
+    }
+    let fit = status::fit_to_budget(&mut wanted, ctx.settings.status_byte_budget);
+    if fit.dropped_executors + fit.dropped_failures > 0 || fit.truncated_text {
+        ctx.metrics.status_budget_shrinks.inc();
+    }
+    let stored = app.status.as_ref();
+    if status::unchanged(stored, &wanted) {
+        return Ok(app.clone());
+    }
+    let rv = app.metadata.resource_version.clone().unwrap_or_default();
+    let written = match status::write(api, &name, stored, &wanted, &rv).await {
+        Ok(written) => written,
+        Err(error) => {
+            if !matches!(error, status::Error::Conflict { .. }) {
+                ctx.metrics.status_write_errors.inc();
+            }
+            return Err(error.into());
+        }
+    };
+    ctx.metrics.status_writes.inc();
+    ctx.metrics.status_bytes.observe(fit.bytes as f64);
+    record_metrics(ctx, app, stored, &wanted);
+    for transition in transitions {
+        tracing::info!(
+            app = name,
+            namespace,
+            from = %transition.from,
+            to = %transition.to,
+            reason = transition.reason,
+            message = transition.message,
+            "state transition"
+        );
+        ctx.events.transition(&written, transition).await;
+    }
+    Ok(Arc::new(written))
+}
+
+/// Kubeflow's application metrics, plus how long a driver's exit took to reach the status.
+fn record_metrics(
+    ctx: &Ctx,
+    app: &SparkApplication,
+    before: Option<&SparkApplicationStatus>,
+    after: &SparkApplicationStatus,
+) {
+    let m = &ctx.metrics;
+    let from = before.map(|s| s.application_state.state).unwrap_or_default();
+    let to = after.application_state.state;
+    let since_creation = || {
+        app.metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| Timestamp::now().duration_since(t.0).as_secs_f64().max(0.0))
+    };
+    if before.is_none_or(|s| s.submission_id.is_empty()) && !after.submission_id.is_empty() {
+        m.app_count.inc();
+    }
+    if from != to {
+        if from == S::Running {
+            m.running_count.add(-1);
+        }
+        match to {
+            S::Submitted => {
+                m.submit_count.inc();
+                if after.submission_attempts == 1
+                    && let Some(latency) = since_creation()
+                {
+                    m.submit_latency.observe(latency);
+                }
+            }
+            S::SubmissionFailed => m.failed_submission_count.inc(),
+            S::Running => {
+                m.running_count.add(1);
+                if after.execution_attempts == 1
+                    && let Some(latency) = since_creation()
+                {
+                    m.start_latency.observe(latency);
+                }
+            }
+            S::Completed | S::Failed => {
+                let execution = after
+                    .termination_time
+                    .as_ref()
+                    .zip(after.last_submission_attempt_time.as_ref())
+                    .map(|(end, start)| end.0.duration_since(start.0).as_secs_f64().max(0.0));
+                let (count, histogram) = if to == S::Completed {
+                    (&m.success_count, &m.success_execution_time)
+                } else {
+                    (&m.failure_count, &m.failure_execution_time)
+                };
+                count.inc();
+                if let Some(seconds) = execution {
+                    histogram.observe(seconds);
+                }
+            }
+            _ => {}
+        }
+    }
+    if before.is_none_or(|s| s.driver_termination.is_none())
+        && let Some(record) = &after.driver_termination
+        && let Ok(mut seen) = ctx.driver_exits.lock()
+        && let Some(at) = seen.remove(&format!(
+            "{}/{}",
+            app.metadata.namespace.as_deref().unwrap_or_default(),
+            record.pod_name
+        ))
+    {
+        m.termination_to_status.observe(at.elapsed().as_secs_f64());
+    }
+}
+
+/// Follows the pod watch's events: executor transitions into the trackers, driver exits' arrival
+/// times (for the termination → status metric), and, after a relist, executors deleted unseen.
+#[derive(Clone)]
+pub struct PodObserver {
+    pub ctx: Arc<Ctx>,
+    pub apps: Store<SparkApplication>,
+}
+
+impl PodObserver {
+    pub fn observe(&self, event: &watcher::Event<Pod>) {
+        match event {
+            watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) => self.pod(pod, false),
+            watcher::Event::Delete(pod) => self.pod(pod, true),
+            watcher::Event::InitDone => self.sweep(),
+            watcher::Event::Init => {}
+        }
+    }
+
+    fn pod(&self, pod: &Pod, deleted: bool) {
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        match observe::spark_role(pod) {
+            Some(SparkRole::Driver) if !deleted => {
+                let name = pod.metadata.name.as_deref().unwrap_or_default();
+                let exited = observe::driver_pod(pod, TerminationObserver::PodWatch)
+                    .termination
+                    .is_some();
+                if exited && let Ok(mut seen) = self.ctx.driver_exits.lock() {
+                    if seen.len() > 100_000 {
+                        seen.clear();
+                    }
+                    seen.entry(format!("{namespace}/{name}")).or_insert_with(Instant::now);
+                }
+            }
+            Some(SparkRole::Executor) => self.executor(pod, namespace, deleted),
+            _ => {}
+        }
+    }
+
+    fn executor(&self, pod: &Pod, namespace: &str, deleted: bool) {
+        let (Some(facts), Some(app)) = (observe::executor_pod(pod), observe::app_name(pod)) else {
+            return;
+        };
+        let Some(submission) = facts.submission_id.clone() else {
+            return;
+        };
+        let Ok(mut executors) = self.ctx.executors.lock() else {
+            return;
+        };
+        let status = || {
+            self.apps
+                .get(&ObjectRef::new(app).within(namespace))
+                .and_then(|a| a.status.clone())
+        };
+        let Some(tracker) = executors.tracker_for(namespace, app, &submission, status) else {
+            return;
+        };
+        let before = tracker.counts().clone();
+        let now = Timestamp::now();
+        if deleted {
+            tracker.observe_deletion(&facts, now, self.ctx.settings.limits);
+        } else {
+            tracker.observe(&facts, now, self.ctx.settings.limits);
+        }
+        let after = tracker.counts();
+        let m = &self.ctx.metrics;
+        m.executor_running_count.add(after.running - before.running);
+        m.executor_success_count
+            .add(u64::try_from(after.completed - before.completed).unwrap_or(0));
+        m.executor_failure_count
+            .add(u64::try_from(after.failed - before.failed).unwrap_or(0));
+    }
+
+    fn sweep(&self) {
+        let Ok(mut executors) = self.ctx.executors.lock() else {
+            return;
+        };
+        let now = Timestamp::now();
+        for (namespace, tracker) in executors.iter_mut() {
+            let exists = |name: &str| self.ctx.cached_pod(namespace, name).is_some();
+            tracker.sweep(exists, now, self.ctx.settings.limits);
+        }
+    }
+}
+
+/// The label selector of the operator's pods.
+pub fn pod_selector() -> String {
+    format!("{LABEL_LAUNCHED_BY_SPARK_OPERATOR}={LABEL_VALUE_TRUE}")
+}
+
+/// The application a pod belongs to.
+fn app_of(pod: Pod) -> Option<ObjectRef<SparkApplication>> {
+    let namespace = pod.metadata.namespace.as_deref()?;
+    observe::app_name(&pod).map(|app| ObjectRef::new(app).within(namespace))
+}
+
+/// Runs one Controller over `apps` and `pods` (all namespaces, or one) until `shutdown` resolves.
+pub async fn run_controller(
+    apps: Api<SparkApplication>,
+    pods: Api<Pod>,
+    ctx: Ctx,
+    concurrency: u16,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let (pod_store, pod_writer) = reflector::store();
+    let ctx = Arc::new(Ctx { pods: pod_store, ..ctx });
+    let controller = Controller::new(apps, watcher::Config::default())
+        .with_config(ControllerConfig::default().concurrency(concurrency));
+    let app_store = controller.store();
+    let observer = PodObserver {
+        ctx: ctx.clone(),
+        apps: app_store.clone(),
+    };
+    let pod_events = reflector::reflector(
+        pod_writer,
+        watcher(pods, watcher::Config::default().labels(&pod_selector())),
+    )
+    .default_backoff()
+    .inspect_ok(move |event| observer.observe(event));
+    // Executor trackers seed from the applications' status: follow pods once applications are cached.
+    let ready = app_store.clone();
+    let gated: std::pin::Pin<Box<dyn Stream<Item = _> + Send>> = Box::pin(
+        futures::stream::once(async move {
+            let _ = ready.wait_until_ready().await;
+            pod_events
+        })
+        .flatten(),
+    );
+    let orphans = ctx.clone();
+    controller
+        .watches_stream(gated.touched_objects(), app_of)
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(move |result| {
+            let ctx = orphans.clone();
+            async move {
+                match result {
+                    Ok(_) => {}
+                    Err(ControllerError::ObjectNotFound(object)) => {
+                        let namespace = object.namespace.clone().unwrap_or_default();
+                        release_orphans(&ctx, &namespace, &object.name).await;
+                    }
+                    Err(error) => tracing::debug!(%error, "controller"),
+                }
+            }
+        })
+        .await;
+}
+
+/// The application is gone: forget its executors and release its driver pods' finalizers (after a
+/// GET confirms it, so a cache lag never releases a protected driver).
+async fn release_orphans(ctx: &Ctx, namespace: &str, app: &str) {
+    let api: Api<SparkApplication> = Api::namespaced(ctx.client.clone(), namespace);
+    let live = match api.get_opt(app).await {
+        Ok(live) => live,
+        Err(error) => {
+            tracing::warn!(namespace, app, %error, "could not check whether the application is gone");
+            return;
+        }
+    };
+    if live.is_none()
+        && let Ok(mut executors) = ctx.executors.lock()
+    {
+        executors.remove(namespace, app);
+    }
+    let drivers: Vec<Arc<Pod>> = ctx
+        .pods
+        .state()
+        .into_iter()
+        .filter(|p| {
+            p.metadata.namespace.as_deref() == Some(namespace)
+                && observe::app_name(p) == Some(app)
+                && observe::spark_role(p) == Some(SparkRole::Driver)
+        })
+        .collect();
+    for pod in drivers {
+        let facts: DriverPod = observe::driver_pod(&pod, TerminationObserver::Finalizer);
+        let owned_by_live = live.as_ref().is_some_and(|a| {
+            pod.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| Some(&o.uid) == a.metadata.uid.as_ref())
+        });
+        if facts.has_finalizer
+            && !owned_by_live
+            && let Err(error) = driver_finalizer::release(&ctx.client, &pod).await
+        {
+            tracing::warn!(%error, "could not release an orphaned driver pod");
+        }
+    }
+}

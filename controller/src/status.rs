@@ -1,0 +1,355 @@
+//! Writing the status: through the status subresource, as a conditional merge patch of exactly what
+//! changed (so entries dropped from bounded maps really go), within a hard byte budget enforced before
+//! every write.
+//!
+//! The budget shrinks, in this order: log tails and long messages of executor failures, the recent
+//! executors (oldest terminated first, then oldest alive), the executor failures (oldest first), and
+//! last the long free-text fields. Counts, state, ids and conditions are never dropped, so the status
+//! stays true and always fits: it is what makes every write succeed whatever the churn.
+
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
+use spark_operator_api::SparkApplication;
+use spark_operator_api::status::SparkApplicationStatus;
+
+use crate::observe::truncate_utf8;
+
+/// Field manager of the controller's writes.
+pub const FIELD_MANAGER: &str = "spark-operator";
+
+/// Longest free-text field kept once the budget is tight.
+const TIGHT_TEXT_BYTES: usize = 1024;
+/// Longest executor failure message kept once the budget is tight.
+const TIGHT_FAILURE_BYTES: usize = 256;
+
+/// What fitting a status into its budget did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Fit {
+    pub bytes: usize,
+    pub dropped_executors: usize,
+    pub dropped_failures: usize,
+    pub truncated_text: bool,
+}
+
+/// The status's size as written (JSON).
+pub fn size(status: &SparkApplicationStatus) -> usize {
+    serde_json::to_vec(status).map_or(usize::MAX, |v| v.len())
+}
+
+/// Shrinks `status` until it serializes to at most `budget` bytes (see the module docs for the order).
+pub fn fit_to_budget(status: &mut SparkApplicationStatus, budget: usize) -> Fit {
+    let mut fit = Fit {
+        bytes: size(status),
+        ..Fit::default()
+    };
+    if fit.bytes <= budget {
+        return fit;
+    }
+    for failure in &mut status.recent_executor_failures {
+        failure.log_tail = None;
+        if let Some(message) = failure.message.as_mut()
+            && message.len() > TIGHT_FAILURE_BYTES
+        {
+            *message = truncate_utf8(message, TIGHT_FAILURE_BYTES);
+            fit.truncated_text = true;
+        }
+    }
+    fit.bytes = size(status);
+
+    // Recent executors: drop by estimated size in one pass, then check; repeat if estimates were short.
+    while fit.bytes > budget && !status.recent_executors.is_empty() {
+        let mut order: Vec<(bool, i64, String, usize)> = status
+            .recent_executors
+            .iter()
+            .map(|(name, record)| {
+                let entry = serde_json::to_vec(record).map_or(0, |v| v.len());
+                // key twice (recentExecutors and executorState), quotes, colons, commas, the state.
+                let bytes = entry + 2 * name.len() + 32;
+                (
+                    !record.state.is_terminal(),
+                    record.executor_id.unwrap_or(i64::MAX),
+                    name.clone(),
+                    bytes,
+                )
+            })
+            .collect();
+        order.sort();
+        let mut excess = fit.bytes - budget;
+        for (_, _, name, bytes) in order {
+            status.recent_executors.remove(&name);
+            status.executor_state.remove(&name);
+            fit.dropped_executors += 1;
+            if bytes >= excess {
+                break;
+            }
+            excess -= bytes;
+        }
+        fit.bytes = size(status);
+    }
+    // executorState lists the same pods as recentExecutors; entries without a record go too.
+    if fit.bytes > budget {
+        let before = status.executor_state.len();
+        status
+            .executor_state
+            .retain(|name, _| status.recent_executors.contains_key(name));
+        fit.dropped_executors += before - status.executor_state.len();
+        fit.bytes = size(status);
+    }
+    while fit.bytes > budget && !status.recent_executor_failures.is_empty() {
+        status.recent_executor_failures.remove(0);
+        fit.dropped_failures += 1;
+        fit.bytes = size(status);
+    }
+    if fit.bytes > budget {
+        truncate_text(status);
+        fit.truncated_text = true;
+        fit.bytes = size(status);
+    }
+    fit
+}
+
+fn truncate_text(status: &mut SparkApplicationStatus) {
+    let cut = |text: &mut String| {
+        if text.len() > TIGHT_TEXT_BYTES {
+            *text = truncate_utf8(text, TIGHT_TEXT_BYTES);
+        }
+    };
+    cut(&mut status.application_state.error_message);
+    if let Some(t) = status.driver_termination.as_mut() {
+        if let Some(tail) = t.log_tail.as_mut() {
+            cut(tail);
+        }
+        if let Some(message) = t.message.as_mut() {
+            cut(message);
+        }
+    }
+    for condition in &mut status.conditions {
+        cut(&mut condition.message);
+    }
+}
+
+/// Why a status write failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("the application {name} changed since it was read (conflict)")]
+    Conflict { name: String },
+    #[error("writing the status of {name}: {source}")]
+    Write {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("serializing the status of {name}: {source}")]
+    Serialize {
+        name: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// True when the stored status already says this (compared as written, with timestamps in seconds).
+pub fn unchanged(stored: Option<&SparkApplicationStatus>, wanted: &SparkApplicationStatus) -> bool {
+    let stored = stored.cloned().unwrap_or_default();
+    serde_json::to_value(&stored).ok() == serde_json::to_value(wanted).ok()
+}
+
+/// The smallest JSON merge patch turning `old` into `new`: changed keys, `null` for removed ones, so
+/// entries dropped from bounded maps really go.
+pub fn merge_diff(old: &serde_json::Value, new: &serde_json::Value) -> Option<serde_json::Value> {
+    use serde_json::Value;
+    match (old, new) {
+        (Value::Object(o), Value::Object(n)) => {
+            let mut patch = serde_json::Map::new();
+            for (key, value) in n {
+                match o.get(key) {
+                    Some(previous) => {
+                        if let Some(change) = merge_diff(previous, value) {
+                            patch.insert(key.clone(), change);
+                        }
+                    }
+                    None => {
+                        patch.insert(key.clone(), value.clone());
+                    }
+                }
+            }
+            for key in o.keys().filter(|k| !n.contains_key(*k)) {
+                patch.insert(key.clone(), Value::Null);
+            }
+            (!patch.is_empty()).then_some(Value::Object(patch))
+        }
+        (o, n) if o == n => None,
+        (_, n) => Some(n.clone()),
+    }
+}
+
+/// Writes the status as a merge patch of the changes from `stored`, only if the application is still
+/// at `resource_version` (the version `stored` was read at): a 409 becomes [`Error::Conflict`]. Being
+/// conditional, the diff is exact, and a decision made on a stale cache never overwrites newer status.
+pub async fn write(
+    api: &Api<SparkApplication>,
+    name: &str,
+    stored: Option<&SparkApplicationStatus>,
+    status: &SparkApplicationStatus,
+    resource_version: &str,
+) -> Result<SparkApplication, Error> {
+    let serialize = |s: &SparkApplicationStatus| {
+        serde_json::to_value(s).map_err(|source| Error::Serialize {
+            name: name.to_owned(),
+            source,
+        })
+    };
+    let old = match stored {
+        Some(s) => serialize(s)?,
+        None => serde_json::Value::Null,
+    };
+    let new = serialize(status)?;
+    let changes = merge_diff(&old, &new).unwrap_or_else(|| json!({}));
+    let patch = json!({"metadata": {"resourceVersion": resource_version}, "status": changes});
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|source| match source {
+            kube::Error::Api(ref status) if status.code == 409 => Error::Conflict { name: name.to_owned() },
+            source => Error::Write {
+                name: name.to_owned(),
+                source,
+            },
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use jiff::Timestamp;
+    use spark_operator_api::state::ExecutorState;
+    use spark_operator_api::status::TerminationRecord;
+
+    use super::*;
+    use crate::executors::{Limits, Tracker};
+    use crate::observe::ExecutorPod;
+
+    fn churn(executors: i64, limits: Limits) -> SparkApplicationStatus {
+        let now = Timestamp::from_second(1_700_000_000).unwrap();
+        let mut tracker = Tracker::default();
+        for id in 1..=executors {
+            let mut pod = ExecutorPod {
+                name: format!("a-very-long-application-name-for-the-budget-0123456789-exec-{id}"),
+                executor_id: Some(id),
+                submission_id: None,
+                state: ExecutorState::Running,
+                node_name: Some(format!("node-{}", id % 50)),
+                termination: None,
+            };
+            tracker.observe(&pod, now, limits);
+            if id % 3 == 0 {
+                pod.state = ExecutorState::Failed;
+                pod.termination = Some(TerminationRecord {
+                    pod_name: pod.name.clone(),
+                    exit_code: Some(137),
+                    reason: Some("OOMKilled".into()),
+                    message: Some("x".repeat(4000)),
+                    log_tail: Some("y".repeat(4000)),
+                    ..TerminationRecord::default()
+                });
+            } else {
+                pod.state = ExecutorState::Completed;
+            }
+            tracker.observe(&pod, now, limits);
+        }
+        let mut status = SparkApplicationStatus::default();
+        tracker.render(&mut status);
+        status
+    }
+
+    #[test]
+    fn a_hundred_thousand_executors_fit_the_budget_with_exact_counts() {
+        // Generous limits, so the budget is what bounds the lists.
+        let limits = Limits {
+            max_tracked: 5_000,
+            max_failures: 500,
+        };
+        let mut status = churn(100_000, limits);
+        let budget = 256 * 1024;
+        assert!(
+            size(&status) > budget,
+            "the test must start over budget: {}",
+            size(&status)
+        );
+        let fit = fit_to_budget(&mut status, budget);
+        assert!(fit.bytes <= budget, "{fit:?}");
+        assert_eq!(fit.bytes, size(&status));
+        assert!(fit.dropped_executors > 0);
+        let counts = status.executor_counts.as_ref().unwrap();
+        assert_eq!(counts.failed, 33_333);
+        assert_eq!(counts.completed, 66_667);
+        assert_eq!(counts.total(), 100_000);
+        assert!(
+            !status.recent_executors.is_empty(),
+            "recent executors are shrunk, not emptied"
+        );
+        assert_eq!(status.executor_state.len(), status.recent_executors.len());
+        // The newest executors are the ones kept.
+        assert!(status.recent_executors.values().any(|r| r.executor_id == Some(100_000)));
+    }
+
+    #[test]
+    fn small_budgets_keep_counts_and_state() {
+        let mut status = churn(
+            1000,
+            Limits {
+                max_tracked: 1000,
+                max_failures: 100,
+            },
+        );
+        status.application_state.error_message = "e".repeat(100_000);
+        let fit = fit_to_budget(&mut status, 16 * 1024);
+        assert!(fit.bytes <= 16 * 1024, "{fit:?}");
+        assert!(fit.truncated_text);
+        assert_eq!(status.executor_counts.as_ref().unwrap().total(), 1000);
+        assert!(status.application_state.error_message.len() <= TIGHT_TEXT_BYTES);
+    }
+
+    #[test]
+    fn merge_diffs_remove_dropped_entries_and_skip_unchanged_ones() {
+        let old = json!({"a": 1, "m": {"x": 1, "y": 2}, "l": [1, 2], "same": {"k": "v"}});
+        let new = json!({"a": 2, "m": {"y": 2, "z": 3}, "l": [1], "same": {"k": "v"}});
+        let patch = merge_diff(&old, &new).unwrap();
+        assert_eq!(patch, json!({"a": 2, "m": {"x": null, "z": 3}, "l": [1]}));
+        let mut applied = old.clone();
+        json_merge(&mut applied, &patch);
+        assert_eq!(applied, new);
+        assert_eq!(merge_diff(&new, &new), None);
+    }
+
+    /// RFC 7386, to check the diff against.
+    fn json_merge(target: &mut serde_json::Value, patch: &serde_json::Value) {
+        if let serde_json::Value::Object(p) = patch {
+            if !target.is_object() {
+                *target = json!({});
+            }
+            let t = target.as_object_mut().unwrap();
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                } else {
+                    json_merge(t.entry(k.clone()).or_insert(serde_json::Value::Null), v);
+                }
+            }
+        } else {
+            *target = patch.clone();
+        }
+    }
+
+    #[test]
+    fn a_status_within_budget_is_untouched() {
+        let mut status = churn(
+            10,
+            Limits {
+                max_tracked: 100,
+                max_failures: 10,
+            },
+        );
+        let before = status.clone();
+        let fit = fit_to_budget(&mut status, 256 * 1024);
+        assert_eq!(status, before);
+        assert_eq!(fit.dropped_executors, 0);
+    }
+}

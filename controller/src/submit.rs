@@ -1,0 +1,326 @@
+//! Executing a claimed submission, exactly once: build the objects with the pure builders
+//! ([`crate::submission`]), create the driver pod, then the objects it owns.
+//!
+//! The submission id is already in the status when this runs (see [`crate::state`]). Everything random
+//! about the objects (Spark's ids, hence the ConfigMap and Service names) is derived from that id and the
+//! recorded submission time, so running the same submission again, after a crash or on a new leader,
+//! builds the very same objects: an existing driver pod carrying our submission id is adopted and its
+//! missing objects created, never a second driver.
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::Resource;
+use kube::api::{Api, DeleteParams, PostParams};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use spark_operator_api::SparkApplication;
+use spark_operator_api::defaults::apply_defaults;
+use spark_operator_api::labels::{FINALIZER_DRIVER_PROTECTION, LABEL_APP_NAME, LABEL_LAUNCHED_BY_SPARK_OPERATOR};
+
+use crate::context::Settings;
+use crate::observe;
+use crate::state::SubmitOutcome;
+use crate::submission::{SubmissionIds, SubmissionInput, build_submission};
+
+/// What became of a submission.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Submitted {
+    /// Done, one way or the other.
+    Done(SubmitOutcome),
+    /// A driver pod of an earlier run of this application is still there; it was asked to go.
+    WaitForOldDriver { pod: String },
+}
+
+/// A transient failure: the reconcile is retried and the same submission resumed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("creating {kind} {namespace}/{name}: {source}")]
+    Create {
+        kind: &'static str,
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("reading the existing driver pod {namespace}/{name}: {source}")]
+    ReadDriver {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("deleting the old driver pod {namespace}/{name}: {source}")]
+    DeleteOldDriver {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// Spark's random ids for a submission, derived from its id and time so a resumed submission builds
+/// the same objects.
+pub fn submission_ids(submission_id: &str, submit_time: jiff::Timestamp) -> SubmissionIds {
+    let digest = |salt: &str| md5::compute(format!("{submission_id}/{salt}")).0;
+    let unique = digest("unique");
+    let part = |i: usize| [unique[3 * i], unique[3 * i + 1], unique[3 * i + 2]];
+    let millis = u64::try_from(submit_time.as_millisecond()).unwrap_or_default();
+    SubmissionIds::from_random(digest("app"), digest("local-dir"), [part(0), part(1), part(2)], millis)
+}
+
+/// API errors that retrying the same request cannot fix.
+fn permanent(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(s) if matches!(s.code, 400 | 403 | 404 | 422))
+}
+
+fn already_exists(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(s) if s.code == 409)
+}
+
+/// The application as the builders want it: defaults applied (the webhook may not have run).
+fn defaulted(app: &SparkApplication) -> SparkApplication {
+    let mut app = app.clone();
+    apply_defaults(&mut app.spec);
+    app
+}
+
+/// Makes the SparkApplication the driver pod's controller, so deleting the application deletes its
+/// driver (and, through the driver, everything else).
+fn owned_by_app(pod: &mut Pod, app: &SparkApplication) {
+    let Some(uid) = app.metadata.uid.clone() else { return };
+    let owners = pod.metadata.owner_references.get_or_insert_default();
+    if owners.iter().any(|o| o.uid == uid) {
+        return;
+    }
+    owners.retain(|o| o.controller != Some(true));
+    owners.push(OwnerReference {
+        api_version: SparkApplication::api_version(&()).into_owned(),
+        kind: SparkApplication::kind(&()).into_owned(),
+        name: app.metadata.name.clone().unwrap_or_default(),
+        uid,
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    });
+}
+
+/// Creates (or adopts) the objects of `submission_id`, recorded in `app`'s status at `submit_time`.
+pub async fn submit(
+    client: &kube::Client,
+    settings: &Settings,
+    app: &SparkApplication,
+    submission_id: &str,
+    submit_time: jiff::Timestamp,
+) -> Result<Submitted, Error> {
+    let namespace = app.metadata.namespace.clone().unwrap_or_default();
+    let app = defaulted(app);
+    let ids = submission_ids(submission_id, submit_time);
+    let input = SubmissionInput {
+        app: &app,
+        submission_id,
+        ids: &ids,
+        submit_time,
+        spark_master_url: &settings.spark_master_url,
+        spark_user: &settings.spark_user,
+        options: &settings.submission,
+    };
+    let mut objects = match build_submission(&input) {
+        Ok(objects) => objects,
+        Err(error) => {
+            return Ok(Submitted::Done(SubmitOutcome::Failed {
+                message: error.to_string(),
+            }));
+        }
+    };
+    owned_by_app(&mut objects.driver_pod, &app);
+    if !settings.driver_finalizer
+        && let Some(finalizers) = objects.driver_pod.metadata.finalizers.as_mut()
+    {
+        finalizers.retain(|f| f != FINALIZER_DRIVER_PROTECTION);
+    }
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+    let pod_name = objects.driver_pod.metadata.name.clone().unwrap_or_default();
+    let (uid, outcome) = match pods.create(&PostParams::default(), &objects.driver_pod).await {
+        Ok(created) => (created.metadata.uid.unwrap_or_default(), SubmitOutcome::Created),
+        Err(error) if already_exists(&error) => {
+            let existing = pods.get_opt(&pod_name).await.map_err(|source| Error::ReadDriver {
+                namespace: namespace.clone(),
+                name: pod_name.clone(),
+                source,
+            })?;
+            let Some(existing) = existing else {
+                // Deleted in between: the next reconcile creates it.
+                return Ok(Submitted::WaitForOldDriver { pod: pod_name });
+            };
+            match judge_existing(&existing, &app, submission_id) {
+                Existing::Ours => (existing.metadata.uid.unwrap_or_default(), SubmitOutcome::Adopted),
+                Existing::EarlierRun => {
+                    if existing.metadata.deletion_timestamp.is_none() {
+                        delete_pod(&pods, &pod_name, &namespace).await?;
+                    }
+                    return Ok(Submitted::WaitForOldDriver { pod: pod_name });
+                }
+                Existing::Foreign => {
+                    let message = format!(
+                        "a pod named {pod_name} already exists and was not created for this application: delete \
+                         it, or name the driver differently with spec.driver.podName"
+                    );
+                    return Ok(Submitted::Done(SubmitOutcome::Failed { message }));
+                }
+            }
+        }
+        Err(error) if permanent(&error) => {
+            let message = format!("the API server refused the driver pod {pod_name}: {error}");
+            return Ok(Submitted::Done(SubmitOutcome::Failed { message }));
+        }
+        Err(source) => {
+            return Err(Error::Create {
+                kind: "Pod",
+                namespace,
+                name: pod_name,
+                source,
+            });
+        }
+    };
+
+    objects.set_driver_owner(&uid);
+    let created = async {
+        create(client, &namespace, &objects.service).await?;
+        if let Some(policy) = &objects.network_policy {
+            create::<NetworkPolicy>(client, &namespace, policy).await?;
+        }
+        if let Some(template) = &objects.executor_pod_template {
+            create::<ConfigMap>(client, &namespace, template).await?;
+        }
+        create::<ConfigMap>(client, &namespace, &objects.config_map).await
+    }
+    .await;
+    match created {
+        Ok(()) => Ok(Submitted::Done(outcome)),
+        Err(Error::Create { source, kind, name, .. }) if permanent(&source) => {
+            // As spark-submit: without its objects the driver cannot run; take it back and fail.
+            delete_pod(&pods, &pod_name, &namespace).await?;
+            let message = format!("the API server refused the driver's {kind} {name}: {source}");
+            Ok(Submitted::Done(SubmitOutcome::Failed { message }))
+        }
+        Err(error) => Err(error),
+    }
+}
+
+/// Whose is a pod that already has the driver's name.
+#[derive(Debug, PartialEq, Eq)]
+enum Existing {
+    /// Ours, this very submission: adopt it.
+    Ours,
+    /// Ours, an earlier submission of this application (or of an application of the same name that
+    /// was deleted): it has to go first.
+    EarlierRun,
+    /// Not the operator's.
+    Foreign,
+}
+
+fn judge_existing(pod: &Pod, app: &SparkApplication, submission_id: &str) -> Existing {
+    let labels = pod.metadata.labels.clone().unwrap_or_default();
+    let launched = labels.get(LABEL_LAUNCHED_BY_SPARK_OPERATOR).map(String::as_str) == Some("true");
+    let same_app = labels.get(LABEL_APP_NAME) == app.metadata.name.as_ref();
+    if !launched || !same_app {
+        return Existing::Foreign;
+    }
+    if observe::submission_id(pod) == Some(submission_id) {
+        Existing::Ours
+    } else {
+        Existing::EarlierRun
+    }
+}
+
+async fn delete_pod(pods: &Api<Pod>, name: &str, namespace: &str) -> Result<(), Error> {
+    match pods.delete(name, &DeleteParams::background()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(source) => Err(Error::DeleteOldDriver {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// Creates an object; one that already exists (a resumed submission) is fine.
+async fn create<K>(client: &kube::Client, namespace: &str, object: &K) -> Result<(), Error>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + k8s_openapi::Resource
+        + Clone
+        + DeserializeOwned
+        + Serialize
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), namespace);
+    match api.create(&PostParams::default(), object).await {
+        Ok(_) => Ok(()),
+        Err(error) if already_exists(&error) => Ok(()),
+        Err(source) => Err(Error::Create {
+            kind: <K as k8s_openapi::Resource>::KIND,
+            namespace: namespace.to_owned(),
+            name: object.meta().name.clone().unwrap_or_default(),
+            source,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn ids_are_a_function_of_the_submission() {
+        let t = jiff::Timestamp::from_second(1_700_000_000).unwrap();
+        assert_eq!(submission_ids("a", t), submission_ids("a", t));
+        assert_ne!(
+            submission_ids("a", t).config_map_id,
+            submission_ids("b", t).config_map_id
+        );
+        assert!(submission_ids("a", t).app_id.starts_with("spark-"));
+    }
+
+    #[test]
+    fn an_existing_pod_is_adopted_only_when_it_is_this_submission() {
+        let app: SparkApplication = serde_json::from_value(json!({
+            "apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication",
+            "metadata": {"name": "pi", "namespace": "ns", "uid": "u"},
+            "spec": {"type": "Scala", "sparkVersion": "4.0.4", "driver": {}, "executor": {}}
+        }))
+        .unwrap();
+        let pod = |labels: serde_json::Value| -> Pod {
+            serde_json::from_value(json!({"metadata": {"name": "pi-driver", "labels": labels}})).unwrap()
+        };
+        let ours = json!({"sparkoperator.k8s.io/launched-by-spark-operator": "true",
+            "sparkoperator.k8s.io/app-name": "pi", "sparkoperator.k8s.io/submission-id": "s1"});
+        assert_eq!(judge_existing(&pod(ours.clone()), &app, "s1"), Existing::Ours);
+        assert_eq!(judge_existing(&pod(ours), &app, "s2"), Existing::EarlierRun);
+        assert_eq!(judge_existing(&pod(json!({"app": "x"})), &app, "s1"), Existing::Foreign);
+        let other_app = json!({"sparkoperator.k8s.io/launched-by-spark-operator": "true",
+            "sparkoperator.k8s.io/app-name": "other", "sparkoperator.k8s.io/submission-id": "s1"});
+        assert_eq!(judge_existing(&pod(other_app), &app, "s1"), Existing::Foreign);
+    }
+
+    #[test]
+    fn the_application_owns_its_driver() {
+        let app: SparkApplication = serde_json::from_value(json!({
+            "apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication",
+            "metadata": {"name": "pi", "namespace": "ns", "uid": "u"},
+            "spec": {"type": "Scala", "sparkVersion": "4.0.4", "driver": {}, "executor": {}}
+        }))
+        .unwrap();
+        let mut pod = Pod::default();
+        owned_by_app(&mut pod, &app);
+        owned_by_app(&mut pod, &app);
+        let owners = pod.metadata.owner_references.unwrap();
+        assert_eq!(owners.len(), 1);
+        assert_eq!(owners[0].kind, "SparkApplication");
+        assert_eq!(owners[0].controller, Some(true));
+    }
+}
