@@ -1,0 +1,131 @@
+//! Each node's CRI `runtime.v1.RuntimeService` over its [`Runtime`], served on
+//! `<node>/cri.sock`: what a node agent (or `crictl`) sees on a containerd node.
+
+use std::sync::Arc;
+
+use futures::StreamExt as _;
+use spark_operator_proto::cri::v1 as cri;
+use spark_operator_proto::cri::v1::runtime_service_server::RuntimeService;
+use spark_operator_proto::tonic::{self, Request, Response, Status};
+use tokio_stream::wrappers::BroadcastStream;
+use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
+
+use super::runtime::{Runtime, RuntimeError};
+
+/// The gRPC face of one node's runtime.
+#[derive(Debug, Clone)]
+pub struct CriService {
+    runtime: Arc<Runtime>,
+    node: String,
+}
+
+impl CriService {
+    pub fn new(runtime: Arc<Runtime>, node: impl Into<String>) -> Self {
+        Self {
+            runtime,
+            node: node.into(),
+        }
+    }
+}
+
+fn not_found(e: RuntimeError) -> Status {
+    Status::not_found(e.to_string())
+}
+
+#[tonic::async_trait]
+impl RuntimeService for CriService {
+    async fn version(&self, _request: Request<cri::VersionRequest>) -> Result<Response<cri::VersionResponse>, Status> {
+        Ok(Response::new(self.runtime.version()))
+    }
+
+    async fn pod_sandbox_status(
+        &self,
+        request: Request<cri::PodSandboxStatusRequest>,
+    ) -> Result<Response<cri::PodSandboxStatusResponse>, Status> {
+        let (status, containers) = self
+            .runtime
+            .sandbox_status(&request.get_ref().pod_sandbox_id)
+            .map_err(not_found)?;
+        Ok(Response::new(cri::PodSandboxStatusResponse {
+            status: Some(status),
+            info: Default::default(),
+            containers_statuses: containers,
+            timestamp: i64::try_from(jiff::Timestamp::now().as_nanosecond()).unwrap_or(i64::MAX),
+        }))
+    }
+
+    async fn list_pod_sandbox(
+        &self,
+        request: Request<cri::ListPodSandboxRequest>,
+    ) -> Result<Response<cri::ListPodSandboxResponse>, Status> {
+        Ok(Response::new(cri::ListPodSandboxResponse {
+            items: self.runtime.list_sandboxes(request.get_ref().filter.as_ref()),
+        }))
+    }
+
+    async fn list_containers(
+        &self,
+        request: Request<cri::ListContainersRequest>,
+    ) -> Result<Response<cri::ListContainersResponse>, Status> {
+        Ok(Response::new(cri::ListContainersResponse {
+            containers: self.runtime.list_containers(request.get_ref().filter.as_ref()),
+        }))
+    }
+
+    async fn container_status(
+        &self,
+        request: Request<cri::ContainerStatusRequest>,
+    ) -> Result<Response<cri::ContainerStatusResponse>, Status> {
+        let status = self
+            .runtime
+            .container_status(&request.get_ref().container_id)
+            .map_err(not_found)?;
+        Ok(Response::new(cri::ContainerStatusResponse {
+            status: Some(status),
+            info: Default::default(),
+        }))
+    }
+
+    async fn status(&self, _request: Request<cri::StatusRequest>) -> Result<Response<cri::StatusResponse>, Status> {
+        let ready = |t: &str| cri::RuntimeCondition {
+            r#type: t.into(),
+            status: true,
+            reason: String::new(),
+            message: String::new(),
+        };
+        Ok(Response::new(cri::StatusResponse {
+            status: Some(cri::RuntimeStatus {
+                conditions: vec![ready("RuntimeReady"), ready("NetworkReady")],
+            }),
+            info: Default::default(),
+            runtime_handlers: vec![cri::RuntimeHandler {
+                name: String::new(),
+                features: Some(Default::default()),
+            }],
+            features: Some(Default::default()),
+        }))
+    }
+
+    type GetContainerEventsStream = futures::stream::BoxStream<'static, Result<cri::ContainerEventResponse, Status>>;
+
+    async fn get_container_events(
+        &self,
+        _request: Request<cri::GetEventsRequest>,
+    ) -> Result<Response<Self::GetContainerEventsStream>, Status> {
+        let node = self.node.clone();
+        let stream = BroadcastStream::new(self.runtime.subscribe()).filter_map(move |item| {
+            let node = node.clone();
+            async move {
+                match item {
+                    Ok(event) => Some(Ok(event)),
+                    // containerd drops events for a client whose queue is full; say so in our log.
+                    Err(BroadcastStreamRecvError::Lagged(n)) => {
+                        tracing::warn!(%node, missed = n, "a GetContainerEvents client fell behind; events were dropped");
+                        None
+                    }
+                }
+            }
+        });
+        Ok(Response::new(stream.boxed()))
+    }
+}

@@ -1,0 +1,644 @@
+//! The fake Spark driver: the default program of a `spark-role=driver` pod's driver container.
+//!
+//! Like Spark's driver it reads `spark.properties` from the ConfigMap volume mounted at its
+//! conf dir, finds its own pod, creates the executor ConfigMap and the executor pods through
+//! the API (see `spark_executor.rs`), waits for them to run, replaces failed ones (up to
+//! `spark.executor.maxNumFailures`, then exits 11), runs for the scripted time, shuts its
+//! executors down and deletes them (`spark.kubernetes.executor.deleteOnTermination`), and exits
+//! with the scripted code. With `spark.dynamicAllocation.enabled=true` and the `churn-executors`
+//! script key it churns executors instead: at most `spark.dynamicAllocation.maxExecutors` at
+//! once, created at `churn-rate` per second, each released `executor-lifetime` after it runs.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+use super::Shared;
+use super::hub::{PodEvent, label, pods_key};
+use super::process::{Exit, ProcessCtx, Signal, next_signal, run_for};
+use super::script::RunTime;
+use super::spark_conf::{SparkConf, parse_properties};
+use super::spark_executor::{self, ExecutorInput};
+use crate::admission_seam::UserInfo;
+use crate::registry::{Gvr, ResourceKey};
+use crate::status::ApiError;
+use crate::store::{DeleteOptions, ListOptions, WriteOptions};
+
+/// `ExecutorExitCode.EXCEED_MAX_EXECUTOR_FAILURES`.
+const EXIT_MAX_EXECUTOR_FAILURES: i32 = 11;
+/// The driver's default job length when the script does not say.
+const DEFAULT_RUN_TIME: Duration = Duration::from_secs(1);
+
+/// Where `spark.properties` is read from: `--properties-file`, else `$SPARK_CONF_DIR`.
+fn properties_path(container: &Value) -> String {
+    let args: Vec<&str> = container
+        .get("args")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    if let Some(i) = args.iter().position(|a| *a == "--properties-file")
+        && let Some(p) = args.get(i + 1)
+    {
+        return p.to_string();
+    }
+    let conf_dir = container
+        .get("env")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|e| e["name"] == "SPARK_CONF_DIR")
+        .and_then(|e| e["value"].as_str())
+        .unwrap_or("/opt/spark/conf");
+    format!("{conf_dir}/spark.properties")
+}
+
+/// Reads the properties file through the volume it is mounted from, or Spark's error.
+fn read_conf(ctx: &ProcessCtx, shared: &Shared) -> Result<SparkConf, String> {
+    let path = properties_path(&ctx.container);
+    let missing =
+        || format!("java.lang.IllegalArgumentException: requirement failed: Properties file {path} does not exist");
+    let mount = ctx
+        .container
+        .get("volumeMounts")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|m| {
+            let mp = m.get("mountPath").and_then(Value::as_str)?.trim_end_matches('/');
+            path.strip_prefix(mp)
+                .and_then(|rest| rest.strip_prefix('/'))
+                .map(|rest| (m, mp.len(), rest.to_string()))
+        })
+        .max_by_key(|(_, len, _)| *len);
+    let Some((mount, _, file)) = mount else {
+        return Err(missing());
+    };
+    let vol_name = mount.get("name").and_then(Value::as_str).unwrap_or("");
+    let volume = ctx
+        .pod
+        .pointer("/spec/volumes")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|v| v["name"] == vol_name);
+    let Some(cm) = volume.and_then(|v| v.get("configMap")) else {
+        return Err(missing());
+    };
+    let items = cm.get("items").and_then(Value::as_array).filter(|i| !i.is_empty());
+    let key = match items {
+        Some(items) => match items
+            .iter()
+            .find(|i| i["path"] == file.as_str())
+            .and_then(|i| i["key"].as_str())
+        {
+            Some(k) => k.to_string(),
+            None => return Err(missing()),
+        },
+        None => file,
+    };
+    let ns = crate::meta::namespace(&ctx.pod);
+    let name = cm.get("name").and_then(Value::as_str).unwrap_or("");
+    let key_ref = ResourceKey {
+        group: String::new(),
+        resource: "configmaps".into(),
+    };
+    let text = shared
+        .store
+        .get_stored(&key_ref, ns, name)
+        .and_then(|o| {
+            o.pointer(&format!("/data/{}", key.replace('~', "~0").replace('/', "~1")))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
+        .ok_or_else(missing)?;
+    Ok(SparkConf(parse_properties(&text)))
+}
+
+struct Executor {
+    name: String,
+    node: String,
+    uid: String,
+    running_since: Option<Instant>,
+    /// The driver let it go (shutdown or delete): its end is not a failure.
+    released: bool,
+    finished: bool,
+}
+
+struct Driver {
+    ctx: ProcessCtx,
+    shared: Arc<Shared>,
+    conf: SparkConf,
+    app_id: String,
+    namespace: String,
+    driver_pod: Value,
+    prefix: String,
+    config_map: String,
+    user: UserInfo,
+    rx: mpsc::UnboundedReceiver<PodEvent>,
+    execs: HashMap<u64, Executor>,
+    next_id: u64,
+    failures: i64,
+    max_failures: i64,
+    delete_on_termination: bool,
+}
+
+/// Runs the driver program.
+pub(crate) async fn run(ctx: ProcessCtx, mut signals: watch::Receiver<Signal>) -> Exit {
+    let Some(shared) = ctx.shared() else {
+        return Exit::code(1);
+    };
+    let conf = match read_conf(&ctx, &shared) {
+        Ok(c) => c,
+        Err(msg) => {
+            ctx.err(&format!("Exception in thread \"main\" {msg}"));
+            return Exit::code(1);
+        }
+    };
+    let spark_version = label(&ctx.pod, "spark-version")
+        .unwrap_or(spark_executor::SPARK_VERSION)
+        .to_string();
+    ctx.out(&format!("INFO SparkContext: Running Spark version {spark_version}"));
+    let app_name = conf.get_or("spark.app.name", "spark").to_string();
+    ctx.out(&format!("INFO SparkContext: Submitted application: {app_name}"));
+    let namespace = conf.get_or("spark.kubernetes.namespace", "default").to_string();
+    let pod_name = conf
+        .get("spark.kubernetes.driver.pod.name")
+        .unwrap_or(crate::meta::name(&ctx.pod))
+        .to_string();
+    let Some(driver_pod) = shared.store.get_stored(&pods_key(), &namespace, &pod_name) else {
+        ctx.err(&format!(
+            "Exception in thread \"main\" org.apache.spark.SparkException: No pod was found named {pod_name} in the cluster in the namespace {namespace} (this was supposed to be the driver pod.)."
+        ));
+        return Exit::code(1);
+    };
+    let app_id = conf
+        .get("spark.app.id")
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("spark-{}", uuid::Uuid::new_v4().simple()));
+    let sa = conf.get_or("spark.kubernetes.authenticate.driver.serviceAccountName", "default");
+    let user = UserInfo {
+        username: format!("system:serviceaccount:{namespace}:{sa}"),
+        uid: String::new(),
+        groups: vec![
+            "system:serviceaccounts".into(),
+            format!("system:serviceaccounts:{namespace}"),
+            "system:authenticated".into(),
+        ],
+    };
+    let dynamic = conf.bool_or("spark.dynamicAllocation.enabled", false);
+    // `SchedulerBackendUtils.getInitialTargetExecutorNumber`: 2 by default, or under dynamic
+    // allocation the largest of min, initial and spark.executor.instances (unset: 0).
+    let instances = if dynamic {
+        let min = conf.int_or("spark.dynamicAllocation.minExecutors", 0);
+        let initial = conf.int_or("spark.dynamicAllocation.initialExecutors", 0);
+        let fixed = conf.int_or("spark.executor.instances", 0);
+        match (min, initial, fixed) {
+            (Ok(a), Ok(b), Ok(c)) => Ok(a.max(b).max(c)),
+            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => Err(e),
+        }
+    } else {
+        conf.int_or("spark.executor.instances", 2)
+    };
+    let max_execs = conf.int_or("spark.dynamicAllocation.maxExecutors", i64::from(i32::MAX));
+    let (instances, max_execs) = match (instances, max_execs) {
+        (Ok(i), Ok(m)) => (i.max(0), m.max(0)),
+        (Err(e), _) | (_, Err(e)) => {
+            ctx.err(&format!(
+                "Exception in thread \"main\" java.lang.IllegalArgumentException: {e}"
+            ));
+            return Exit::code(1);
+        }
+    };
+    let effective = if dynamic { max_execs } else { instances };
+    let default_failures = if effective > i64::from(i32::MAX) / 2 {
+        i64::from(i32::MAX)
+    } else {
+        (2 * effective).max(3)
+    };
+    let max_failures = conf
+        .int_or("spark.executor.maxNumFailures", default_failures)
+        .unwrap_or(default_failures);
+    let (tx, rx) = mpsc::unbounded_channel();
+    shared.hub.add_driver(&app_id, tx);
+    let mut driver = Driver {
+        prefix: conf
+            .get("spark.kubernetes.executor.podNamePrefix")
+            .map(str::to_string)
+            .unwrap_or_else(|| spark_executor::resource_name_prefix(&app_name)),
+        config_map: format!("spark-exec-{}-conf-map", spark_executor::unique_id()),
+        delete_on_termination: conf.bool_or("spark.kubernetes.executor.deleteOnTermination", true),
+        ctx,
+        shared: shared.clone(),
+        conf,
+        app_id: app_id.clone(),
+        namespace,
+        driver_pod: Value::clone(&driver_pod),
+        user,
+        rx,
+        execs: HashMap::new(),
+        next_id: 0,
+        failures: 0,
+        max_failures,
+    };
+    let exit = driver.main(dynamic, instances, max_execs, &mut signals).await;
+    shared.hub.remove_driver(&app_id);
+    exit
+}
+
+/// What ended the job early.
+enum Stop {
+    Sigterm,
+    Failed(Exit),
+}
+
+impl Driver {
+    fn write_opts(&self) -> WriteOptions {
+        WriteOptions {
+            user_agent: Some("fabric8-kubernetes-client/7.1.0".into()),
+            user: self.user.clone(),
+            ..Default::default()
+        }
+    }
+
+    async fn main(
+        &mut self,
+        dynamic: bool,
+        instances: i64,
+        max_execs: i64,
+        signals: &mut watch::Receiver<Signal>,
+    ) -> Exit {
+        let cm = spark_executor::executor_config_map(&self.config_map, &self.namespace, &self.app_id, &self.driver_pod);
+        if let Err(e) = self
+            .shared
+            .store
+            .create(
+                &Gvr::new("", "v1", "configmaps"),
+                &self.namespace,
+                cm,
+                &self.write_opts(),
+            )
+            .await
+        {
+            self.ctx.err(&format!("ERROR SparkContext: Error initializing SparkContext.\nio.fabric8.kubernetes.client.KubernetesClientException: {e}"));
+            return Exit::code(1);
+        }
+        let script = self.ctx.script.clone();
+        let outcome = match (dynamic, script.churn_executors) {
+            (true, Some(total)) => {
+                self.churn(total, max_execs, script.churn_rate, script.executor_lifetime, signals)
+                    .await
+            }
+            _ => self.static_executors(instances, signals).await,
+        };
+        let outcome = match outcome {
+            Ok(()) => {
+                self.ctx.out("INFO DAGScheduler: Job 0 started");
+                let run_time = script.run_time.or(Some(RunTime::For(DEFAULT_RUN_TIME)));
+                self.run_job(run_time, signals).await
+            }
+            Err(stop) => Err(stop),
+        };
+        self.stop().await;
+        match outcome {
+            Ok(()) => {
+                let exit = self.ctx.scripted_exit();
+                if exit.code != 0 && !exit.oom {
+                    self.ctx.err("Exception in thread \"main\" org.apache.spark.SparkException: Job aborted due to stage failure (scripted by sim.spark-operator.dev/exit-code)");
+                }
+                exit
+            }
+            Err(Stop::Sigterm) => {
+                self.ctx.err("ERROR SparkContext: RECEIVED SIGNAL TERM");
+                self.ctx.on_sigterm().await
+            }
+            Err(Stop::Failed(exit)) => exit,
+        }
+    }
+
+    /// Runs the job for `run_time`, replacing executors that fail meanwhile.
+    async fn run_job(&mut self, run_time: Option<RunTime>, signals: &mut watch::Receiver<Signal>) -> Result<(), Stop> {
+        let job = run_for(run_time, None);
+        tokio::pin!(job);
+        loop {
+            tokio::select! {
+                _ = &mut job => return Ok(()),
+                _ = next_signal(signals) => return Err(Stop::Sigterm),
+                ev = self.rx.recv() => {
+                    if let Some(ev) = ev {
+                        self.observe(ev).await?;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn static_executors(&mut self, target: i64, signals: &mut watch::Receiver<Signal>) -> Result<(), Stop> {
+        self.ctx.out(&format!(
+            "INFO ExecutorPodsAllocator: Going to request {target} executors from Kubernetes for ResourceProfile Id: 0, target: {target}, known: 0, sharedSlotFromPendingPods: 2147483647."
+        ));
+        for _ in 0..target {
+            self.create_executor().await;
+        }
+        loop {
+            let live: Vec<&Executor> = self.execs.values().filter(|e| !e.finished).collect();
+            if live.len() as i64 >= target && live.iter().all(|e| e.running_since.is_some()) {
+                self.ctx.out("INFO KubernetesClusterSchedulerBackend: SchedulerBackend is ready for scheduling beginning after reached minRegisteredResourcesRatio: 0.8");
+                return Ok(());
+            }
+            tokio::select! {
+                _ = next_signal(signals) => return Err(Stop::Sigterm),
+                ev = self.rx.recv() => {
+                    if let Some(ev) = ev {
+                        self.observe(ev).await?;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn churn(
+        &mut self,
+        total: u64,
+        max_execs: i64,
+        rate: Option<f64>,
+        lifetime: Duration,
+        signals: &mut watch::Receiver<Signal>,
+    ) -> Result<(), Stop> {
+        let interval = rate.map(|r| Duration::from_secs_f64(1.0 / r));
+        let mut next_create = Instant::now();
+        let mut release: BinaryHeap<Reverse<(Instant, u64)>> = BinaryHeap::new();
+        let mut created = 0u64;
+        let mut scheduled: std::collections::HashSet<u64> = std::collections::HashSet::new();
+        loop {
+            let now = Instant::now();
+            let live = self.execs.values().filter(|e| !e.finished).count() as i64;
+            let mut made = 0;
+            while created < total && live + made < max_execs && next_create <= now {
+                self.create_executor().await;
+                created += 1;
+                made += 1;
+                if let Some(i) = interval {
+                    next_create = (next_create + i).max(now - i);
+                }
+            }
+            for (id, e) in &self.execs {
+                if let (Some(since), false, false) = (e.running_since, e.released, e.finished)
+                    && scheduled.insert(*id)
+                {
+                    release.push(Reverse((since + lifetime, *id)));
+                }
+            }
+            while let Some(Reverse((due, id))) = release.peek().copied() {
+                if due > now {
+                    break;
+                }
+                release.pop();
+                self.release(id).await;
+            }
+            let live = self.execs.values().filter(|e| !e.finished).count();
+            if created >= total && live == 0 {
+                self.ctx.out(&format!(
+                    "INFO ExecutorPodsAllocator: churned through {created} executors"
+                ));
+                return Ok(());
+            }
+            let mut wake = release.peek().map(|Reverse((t, _))| *t);
+            if created < total && (live as i64) < max_execs {
+                wake = Some(wake.map_or(next_create, |w| w.min(next_create)));
+            }
+            tokio::select! {
+                _ = next_signal(signals) => return Err(Stop::Sigterm),
+                ev = self.rx.recv() => {
+                    if let Some(ev) = ev {
+                        self.observe(ev).await?;
+                        while let Ok(ev) = self.rx.try_recv() {
+                            self.observe(ev).await?;
+                        }
+                    }
+                }
+                _ = async { match wake { Some(t) => tokio::time::sleep_until(t).await, None => std::future::pending().await } } => {}
+            }
+        }
+    }
+
+    /// Creates the next executor pod; a failure uses up its id, as in Spark.
+    async fn create_executor(&mut self) {
+        self.next_id += 1;
+        let id = self.next_id;
+        let spark_user = self
+            .ctx
+            .container
+            .get("env")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .find(|e| e["name"] == "SPARK_USER")
+            .and_then(|e| e["value"].as_str())
+            .unwrap_or("root")
+            .to_string();
+        let pod = spark_executor::executor_pod(&ExecutorInput {
+            conf: &self.conf,
+            app_id: &self.app_id,
+            exec_id: id,
+            driver_pod: &self.driver_pod,
+            name_prefix: &self.prefix,
+            config_map: &self.config_map,
+            spark_user: &spark_user,
+        });
+        let pod = match pod {
+            Ok(p) => p,
+            Err(msg) => {
+                self.ctx.err(&format!(
+                    "WARN ExecutorPodsAllocator: Exception when requesting new executors: {msg}"
+                ));
+                return;
+            }
+        };
+        let name = crate::meta::name(&pod).to_string();
+        match self
+            .shared
+            .store
+            .create(&Gvr::new("", "v1", "pods"), &self.namespace, pod, &self.write_opts())
+            .await
+        {
+            Ok(_) => {
+                self.execs.insert(
+                    id,
+                    Executor {
+                        name,
+                        node: String::new(),
+                        uid: String::new(),
+                        running_since: None,
+                        released: false,
+                        finished: false,
+                    },
+                );
+            }
+            Err(e) => {
+                self.ctx.err(&format!("WARN ExecutorPodsAllocator: Exception when requesting new executors\nio.fabric8.kubernetes.client.KubernetesClientException: {e}"));
+            }
+        }
+    }
+
+    /// Tells an executor to shut down (it exits 0); deletes its pod if it cannot be reached.
+    async fn release(&mut self, id: u64) {
+        let Some(e) = self.execs.get_mut(&id) else { return };
+        e.released = true;
+        let reached = self.shared.signal_executor(&e.node, &e.uid);
+        if !reached {
+            let name = e.name.clone();
+            self.delete_pod(&name).await;
+        }
+    }
+
+    async fn delete_pod(&self, name: &str) {
+        match self
+            .shared
+            .store
+            .delete(
+                &Gvr::new("", "v1", "pods"),
+                &self.namespace,
+                name,
+                &DeleteOptions {
+                    user: self.user.clone(),
+                    ..Default::default()
+                },
+            )
+            .await
+        {
+            Ok(_) | Err(ApiError::NotFound(_)) => {}
+            Err(e) => self.ctx.err(&format!(
+                "WARN ExecutorPodsLifecycleManager: deleting executor pod {name}: {e}"
+            )),
+        }
+    }
+
+    /// Follows one executor pod event (`ExecutorPodsLifecycleManager`).
+    async fn observe(&mut self, ev: PodEvent) -> Result<(), Stop> {
+        let pod = ev.object().clone();
+        let Some(id) = label(&pod, "spark-exec-id").and_then(|i| i.parse::<u64>().ok()) else {
+            return Ok(());
+        };
+        let deleted = matches!(ev, PodEvent::Deleted(_));
+        let Some(e) = self.execs.get_mut(&id) else {
+            return Ok(());
+        };
+        e.uid = crate::meta::uid(&pod).to_string();
+        e.node = super::hub::node_name(&pod).to_string();
+        let phase = pod
+            .pointer("/status/phase")
+            .and_then(Value::as_str)
+            .unwrap_or("Pending");
+        if phase == "Running" && e.running_since.is_none() {
+            e.running_since = Some(Instant::now());
+        }
+        let terminal = matches!(phase, "Succeeded" | "Failed");
+        if !(terminal || deleted) || e.finished {
+            return Ok(());
+        }
+        e.finished = true;
+        let (released, name) = (e.released, e.name.clone());
+        if !released {
+            self.failures += 1;
+            let why = if deleted {
+                "deleted".to_string()
+            } else {
+                exit_summary(&pod)
+            };
+            self.ctx.err(&format!(
+                "ERROR TaskSchedulerImpl: Lost executor {id} on {}: {why}",
+                crate::meta::name(&pod)
+            ));
+            if self.failures > self.max_failures {
+                self.ctx.err(&format!(
+                    "ERROR ExecutorPodsAllocator: Max number of executor failures ({}) reached",
+                    self.max_failures
+                ));
+                return Err(Stop::Failed(Exit::code(EXIT_MAX_EXECUTOR_FAILURES)));
+            }
+        }
+        if terminal && !deleted && self.delete_on_termination {
+            self.delete_pod(&name).await;
+        }
+        if !released && !deleted {
+            // The allocator asks for a replacement to keep the target.
+            self.create_executor().await;
+        }
+        Ok(())
+    }
+
+    /// `SparkContext.stop()`: executors shut down, then their pods, ConfigMap and the driver
+    /// Service are deleted.
+    async fn stop(&mut self) {
+        let ids: Vec<u64> = self
+            .execs
+            .iter()
+            .filter(|(_, e)| !e.finished)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ids {
+            if let Some(e) = self.execs.get_mut(&id) {
+                e.released = true;
+                self.shared.signal_executor(&e.node, &e.uid);
+            }
+        }
+        let opts = DeleteOptions {
+            user: self.user.clone(),
+            ..Default::default()
+        };
+        let selector = format!("spark-app-selector={},spark-role=executor", self.app_id);
+        let list = ListOptions {
+            label_selector: Some(selector.clone()),
+            ..Default::default()
+        };
+        if self.delete_on_termination {
+            for (resource, what) in [("pods", "executor pods"), ("configmaps", "executor ConfigMap")] {
+                if let Err(e) = self
+                    .shared
+                    .store
+                    .delete_collection(&Gvr::new("", "v1", resource), Some(&self.namespace), &list, &opts)
+                    .await
+                {
+                    self.ctx.err(&format!(
+                        "WARN KubernetesClusterSchedulerBackend: deleting the {what}: {e}"
+                    ));
+                }
+            }
+        }
+        if self
+            .conf
+            .bool_or("spark.kubernetes.driver.service.deleteOnTermination", true)
+        {
+            let svc = ListOptions {
+                label_selector: Some(format!("spark-app-selector={}", self.app_id)),
+                ..Default::default()
+            };
+            if let Err(e) = self
+                .shared
+                .store
+                .delete_collection(&Gvr::new("", "v1", "services"), Some(&self.namespace), &svc, &opts)
+                .await
+            {
+                self.ctx.err(&format!(
+                    "WARN KubernetesClusterSchedulerBackend: deleting the driver service: {e}"
+                ));
+            }
+        }
+        self.ctx.out("INFO SparkContext: Successfully stopped SparkContext");
+    }
+}
+
+/// `The executor with id N exited with exit code C(reason).` as Spark logs it.
+fn exit_summary(pod: &Value) -> String {
+    let status = pod.pointer("/status/containerStatuses/0/state/terminated");
+    let code = status.and_then(|t| t["exitCode"].as_i64()).unwrap_or(-1);
+    let reason = status.and_then(|t| t["reason"].as_str()).unwrap_or("");
+    format!("The executor exited with exit code {code}({reason}).")
+}
