@@ -240,7 +240,28 @@ impl Kubelet {
                     }
                     return;
                 }
-                if finished.contains(&uid) || node_name(&pod) != self.name {
+                if finished.contains(&uid) {
+                    // A pod this kubelet already finished that is now being deleted: the
+                    // status manager removes it (grace 0) once its final status is written.
+                    let terminal = matches!(
+                        pod.pointer("/status/phase").and_then(Value::as_str),
+                        Some("Succeeded" | "Failed")
+                    );
+                    if terminal && meta::is_deleting(&pod) && meta::finalizers(&pod).is_empty() {
+                        let store = self.ctx.store.clone();
+                        tokio::spawn(async move {
+                            super::pod_status::finish_deletion(
+                                &store,
+                                meta::namespace(&pod),
+                                meta::name(&pod),
+                                meta::uid(&pod),
+                            )
+                            .await;
+                        });
+                    }
+                    return;
+                }
+                if node_name(&pod) != self.name {
                     return;
                 }
                 if matches!(

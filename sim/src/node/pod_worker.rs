@@ -225,7 +225,10 @@ impl Worker {
                 self.flush().await;
             }
             if self.final_phase.is_some() && !self.dirty {
-                if !self.gone && crate::meta::is_deleting(&self.pod) {
+                // The deletion may not have reached this worker yet: ask the store.
+                let stored = self.ctx.store.get_stored(&super::hub::pods_key(), &self.ns, &self.name);
+                let deleting = stored.is_some_and(|p| crate::meta::uid(&p) == self.uid && crate::meta::is_deleting(&p));
+                if !self.gone && deleting {
                     pod_status::finish_deletion(&self.ctx.store, &self.ns, &self.name, &self.uid).await;
                 }
                 return;

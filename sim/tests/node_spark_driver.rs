@@ -1,0 +1,411 @@
+//! The fake Spark driver: a driver pod made by hand with its `spark.properties` ConfigMap runs
+//! to Succeeded after creating and deleting its executors as Spark does; `kubectl logs` shows
+//! its log, which is on the node's disk in the CRI format. Plus the failure modes: a missing
+//! ConfigMap (ContainerCreating, as the kubelet does) and an OOM-killed executor.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube_sim::node::NodesConfig;
+use kube_sim::registry::Gvr;
+use kube_sim::store::{ChangeKind, Store, WriteOptions};
+use kube_sim::{Sim, SimConfig};
+use serde_json::{Value, json};
+
+fn gvr(resource: &str) -> Gvr {
+    Gvr::new("", "v1", resource)
+}
+
+async fn start() -> (Sim, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = SimConfig::new(dir.path().join("data"));
+    config.root_ca_configmap = true;
+    config.nodes = NodesConfig::with_nodes(2);
+    let sim = Sim::start(config).await.expect("sim starts");
+    (sim, dir)
+}
+
+async fn until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    for _ in 0..1000 {
+        if let Some(v) = f() {
+            return v;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+/// What spark-submit (or the operator) writes into the driver's ConfigMap.
+fn spark_properties(extra: &[(&str, &str)]) -> String {
+    let mut props: BTreeMap<&str, &str> = BTreeMap::from([
+        ("spark.app.name", "spark-pi"),
+        ("spark.app.id", "spark-962b896e900743c5be4c7ba477842b6c"),
+        ("spark.master", "k8s\\://https\\://10.96.0.1\\:443"),
+        ("spark.submit.deployMode", "cluster"),
+        ("spark.kubernetes.namespace", "default"),
+        ("spark.kubernetes.driver.pod.name", "spark-pi-driver"),
+        ("spark.kubernetes.container.image", "spark\\:4.0.0"),
+        ("spark.kubernetes.authenticate.driver.serviceAccountName", "spark"),
+        ("spark.executor.instances", "2"),
+        ("spark.executor.memory", "512m"),
+        ("spark.driver.host", "spark-pi-9b5e8aa20138403b-driver-svc.default.svc"),
+        ("spark.driver.port", "7078"),
+        (
+            "spark.kubernetes.executor.label.sparkoperator.k8s.io/app-name",
+            "spark-pi",
+        ),
+        (
+            "spark.kubernetes.executor.label.sparkoperator.k8s.io/launched-by-spark-operator",
+            "true",
+        ),
+        ("spark.kubernetes.executor.annotation.team", "data-{{EXECUTOR_ID}}"),
+    ]);
+    props.extend(extra.iter().copied());
+    let mut text = String::from("#Java properties built from Kubernetes config map with name: spark-drv-conf-map\n");
+    for (k, v) in props {
+        text.push_str(&format!("{k}={v}\n"));
+    }
+    text
+}
+
+async fn create_config_map(store: &Store, properties: String) {
+    let cm = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": { "name": "spark-drv-74ac75a201384224-conf-map" },
+        "data": { "spark.properties": properties }
+    });
+    store
+        .create(&gvr("configmaps"), "default", cm, &WriteOptions::default())
+        .await
+        .expect("configmap");
+}
+
+/// The driver pod as spark-submit creates it (trimmed to what matters here).
+fn driver_pod(annotations: Value) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": "spark-pi-driver",
+            "labels": {
+                "spark-app-name": "spark-pi", "spark-version": "4.3.0", "spark-role": "driver",
+                "spark-app-selector": "spark-962b896e900743c5be4c7ba477842b6c",
+                "sparkoperator.k8s.io/app-name": "spark-pi"
+            },
+            "annotations": annotations
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "serviceAccountName": "spark",
+            "containers": [{
+                "name": "spark-kubernetes-driver",
+                "image": "spark:4.0.0",
+                "args": ["driver", "--properties-file", "/opt/spark/conf/spark.properties",
+                         "--class", "org.apache.spark.examples.SparkPi", "local:///opt/spark/examples/jars/spark-examples.jar", "1000"],
+                "env": [{ "name": "SPARK_USER", "value": "root" }, { "name": "SPARK_CONF_DIR", "value": "/opt/spark/conf" }],
+                "resources": { "requests": { "cpu": "1", "memory": "896Mi" }, "limits": { "memory": "896Mi" } },
+                "volumeMounts": [
+                    { "name": "spark-local-dir-1", "mountPath": "/var/data/spark-ac6b7d30" },
+                    { "name": "spark-conf-volume-driver", "mountPath": "/opt/spark/conf" }
+                ]
+            }],
+            "volumes": [
+                { "name": "spark-local-dir-1", "emptyDir": {} },
+                { "name": "spark-conf-volume-driver", "configMap": {
+                    "name": "spark-drv-74ac75a201384224-conf-map",
+                    "items": [{ "key": "spark.properties", "path": "spark.properties", "mode": 420 }] } }
+            ]
+        }
+    })
+}
+
+async fn create_service_account(store: &Store) {
+    let sa = json!({ "apiVersion": "v1", "kind": "ServiceAccount", "metadata": { "name": "spark" } });
+    store
+        .create(&gvr("serviceaccounts"), "default", sa, &WriteOptions::default())
+        .await
+        .expect("service account");
+}
+
+/// Collects every executor pod change from the store's feed, in order.
+fn follow_executors(store: &Store) -> Arc<std::sync::Mutex<Vec<(ChangeKind, Value)>>> {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (rv, _) = store.snapshot();
+    let mut feed = store.changes(rv);
+    let out = seen.clone();
+    tokio::spawn(async move {
+        while let Ok(change) = feed.next().await {
+            let obj = &change.object;
+            if change.resource.resource == "pods"
+                && obj.pointer("/metadata/labels/spark-role") == Some(&json!("executor"))
+            {
+                out.lock().unwrap().push((change.kind, Value::clone(obj)));
+            }
+        }
+    });
+    seen
+}
+
+fn pod(store: &Store, name: &str) -> Option<Value> {
+    store.get(&gvr("pods"), "default", name).ok()
+}
+
+fn kubectl() -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join("kubectl"))
+        .find(|p| p.is_file())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn driver_runs_its_executors_and_succeeds() {
+    let (sim, dir) = start().await;
+    let store = sim.store().clone();
+    create_service_account(&store).await;
+    create_config_map(&store, spark_properties(&[])).await;
+    let executors = follow_executors(&store);
+    let annotations = json!({ "sim.spark-operator.dev/run-time": "300ms" });
+    store
+        .create(
+            &gvr("pods"),
+            "default",
+            driver_pod(annotations),
+            &WriteOptions::default(),
+        )
+        .await
+        .expect("driver pod");
+
+    let driver = until("the driver to succeed", || {
+        pod(&store, "spark-pi-driver").filter(|p| p["status"]["phase"] == "Succeeded")
+    })
+    .await;
+    let term = &driver["status"]["containerStatuses"][0]["state"]["terminated"];
+    assert_eq!(
+        (term["exitCode"].as_i64(), term["reason"].as_str()),
+        (Some(0), Some("Completed")),
+        "{driver}"
+    );
+
+    // Exactly two executors, named and labelled as Spark names and labels them.
+    let created: Vec<Value> = until("both executors deleted", || {
+        let seen = executors.lock().unwrap();
+        let added: Vec<Value> = seen
+            .iter()
+            .filter(|(k, _)| *k == ChangeKind::Added)
+            .map(|(_, p)| p.clone())
+            .collect();
+        let deleted = seen.iter().filter(|(k, _)| *k == ChangeKind::Deleted).count();
+        (added.len() == 2 && deleted == 2).then_some(added)
+    })
+    .await;
+    let mut ids = Vec::new();
+    for e in &created {
+        let name = e["metadata"]["name"].as_str().expect("name");
+        let labels = &e["metadata"]["labels"];
+        let id = labels["spark-exec-id"].as_str().expect("spark-exec-id");
+        assert!(
+            name.starts_with("spark-pi-") && name.ends_with(&format!("-exec-{id}")),
+            "{name}"
+        );
+        assert_eq!(labels["spark-role"], "executor");
+        assert_eq!(labels["spark-app-selector"], "spark-962b896e900743c5be4c7ba477842b6c");
+        assert_eq!(labels["spark-app-name"], "spark-pi");
+        assert_eq!(labels["sparkoperator.k8s.io/app-name"], "spark-pi");
+        assert_eq!(labels["sparkoperator.k8s.io/launched-by-spark-operator"], "true");
+        assert_eq!(e["metadata"]["annotations"]["team"], format!("data-{id}"));
+        let owner = &e["metadata"]["ownerReferences"][0];
+        assert_eq!(
+            (
+                owner["kind"].as_str(),
+                owner["name"].as_str(),
+                owner["controller"].as_bool()
+            ),
+            (Some("Pod"), Some("spark-pi-driver"), Some(true))
+        );
+        assert_eq!(owner["uid"], driver["metadata"]["uid"]);
+        let env = e["spec"]["containers"][0]["env"].as_array().expect("env");
+        assert!(
+            env.iter().any(|v| v["name"] == "SPARK_EXECUTOR_ID" && v["value"] == id),
+            "{env:?}"
+        );
+        assert_eq!(e["spec"]["serviceAccountName"], "spark");
+        ids.push(id.to_string());
+    }
+    ids.sort();
+    assert_eq!(ids, ["1", "2"]);
+    // They ran, and were shut down by their driver.
+    let seen = executors.lock().unwrap().clone();
+    assert!(
+        seen.iter().any(|(_, p)| p["status"]["phase"] == "Running"),
+        "executors never ran"
+    );
+    for (kind, p) in seen.iter().filter(|(k, _)| *k == ChangeKind::Deleted) {
+        let t = &p["status"]["containerStatuses"][0]["state"]["terminated"];
+        assert_eq!(t["exitCode"], 0, "{kind:?} {p}");
+    }
+    assert!(
+        store
+            .list(
+                &gvr("configmaps"),
+                Some("default"),
+                &kube_sim::store::ListOptions {
+                    label_selector: Some("spark-role=executor".into()),
+                    ..Default::default()
+                }
+            )
+            .expect("list")["items"]
+            .as_array()
+            .is_some_and(|i| i.is_empty()),
+        "the executor ConfigMap is deleted with the executors"
+    );
+
+    // The log file on the node, in the CRI format.
+    let node = sim
+        .nodes()
+        .node(driver["spec"]["nodeName"].as_str().expect("node"))
+        .expect("node handle");
+    let uid = driver["metadata"]["uid"].as_str().expect("uid");
+    let path = node
+        .log_dir()
+        .join(format!("default_spark-pi-driver_{uid}/spark-kubernetes-driver/0.log"));
+    let content = std::fs::read_to_string(&path).expect("driver log file");
+    assert!(content.lines().count() >= 4, "{content}");
+    for line in content.lines() {
+        let parts: Vec<&str> = line.splitn(4, ' ').collect();
+        assert_eq!(parts.len(), 4, "{line}");
+        assert!(parts[0].parse::<jiff::Timestamp>().is_ok(), "timestamp of {line}");
+        assert!(matches!(parts[1], "stdout" | "stderr"), "{line}");
+        assert!(matches!(parts[2], "F" | "P"), "{line}");
+    }
+    assert!(
+        content.contains(" stdout F INFO SparkContext: Successfully stopped SparkContext"),
+        "{content}"
+    );
+
+    // kubectl logs reads it through the API server.
+    match kubectl() {
+        None => println!("SKIPPED kubectl logs: kubectl is not on PATH"),
+        Some(bin) => {
+            let out = tokio::process::Command::new(bin)
+                .arg("--kubeconfig")
+                .arg(sim.kubeconfig_path())
+                .args(["logs", "spark-pi-driver", "--tail", "2"])
+                .env("HOME", dir.path())
+                .output()
+                .await
+                .expect("kubectl runs");
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success(),
+                "kubectl logs failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_eq!(stdout.lines().count(), 2, "{stdout}");
+            assert!(
+                stdout.contains("INFO SparkContext: Successfully stopped SparkContext"),
+                "{stdout}"
+            );
+            assert!(
+                !stdout.contains(" stdout F "),
+                "kubectl logs shows the text, not the CRI framing: {stdout}"
+            );
+        }
+    }
+    sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn missing_config_map_keeps_the_driver_creating_then_it_runs() {
+    let (sim, _dir) = start().await;
+    let store = sim.store().clone();
+    create_service_account(&store).await;
+    let annotations = json!({ "sim.spark-operator.dev/run-time": "100ms" });
+    store
+        .create(
+            &gvr("pods"),
+            "default",
+            driver_pod(annotations),
+            &WriteOptions::default(),
+        )
+        .await
+        .expect("driver pod");
+    let waiting = until("a FailedMount event", || {
+        let events = store.list(&gvr("events"), Some("default"), &Default::default()).ok()?;
+        events["items"]
+            .as_array()?
+            .iter()
+            .find(|e| e["reason"] == "FailedMount")
+            .cloned()
+    })
+    .await;
+    assert_eq!(
+        waiting["message"],
+        "MountVolume.SetUp failed for volume \"spark-conf-volume-driver\" : configmap \"spark-drv-74ac75a201384224-conf-map\" not found"
+    );
+    let p = pod(&store, "spark-pi-driver").expect("driver");
+    assert_eq!(p["status"]["phase"], "Pending");
+    assert_eq!(
+        p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"], "ContainerCreating",
+        "{p}"
+    );
+    // The kubelet retries the mount: once the ConfigMap exists the driver runs.
+    create_config_map(&store, spark_properties(&[])).await;
+    until("the driver to succeed", || {
+        pod(&store, "spark-pi-driver").filter(|p| p["status"]["phase"] == "Succeeded")
+    })
+    .await;
+    sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oom_killed_executor_is_replaced() {
+    let (sim, _dir) = start().await;
+    let store = sim.store().clone();
+    create_service_account(&store).await;
+    // Only executor 1 is OOM-killed, through Spark's own executor annotation conf.
+    let props = spark_properties(&[(
+        "spark.kubernetes.executor.annotation.sim.spark-operator.dev/exec-1.oom-kill",
+        "true",
+    )]);
+    create_config_map(&store, props).await;
+    let executors = follow_executors(&store);
+    let annotations = json!({ "sim.spark-operator.dev/run-time": "300ms" });
+    store
+        .create(
+            &gvr("pods"),
+            "default",
+            driver_pod(annotations),
+            &WriteOptions::default(),
+        )
+        .await
+        .expect("driver pod");
+    until("the driver to succeed", || {
+        pod(&store, "spark-pi-driver").filter(|p| p["status"]["phase"] == "Succeeded")
+    })
+    .await;
+    let seen = executors.lock().unwrap().clone();
+    let oom = seen
+        .iter()
+        .find(|(_, p)| p["status"]["containerStatuses"][0]["state"]["terminated"]["reason"] == "OOMKilled")
+        .map(|(_, p)| p.clone())
+        .expect("an OOMKilled executor");
+    assert_eq!(oom["metadata"]["labels"]["spark-exec-id"], "1");
+    assert_eq!(oom["status"]["phase"], "Failed");
+    assert_eq!(
+        oom["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"],
+        137
+    );
+    let mut ids: Vec<String> = seen
+        .iter()
+        .filter(|(k, _)| *k == ChangeKind::Added)
+        .map(|(_, p)| {
+            p["metadata"]["labels"]["spark-exec-id"]
+                .as_str()
+                .unwrap_or("")
+                .to_string()
+        })
+        .collect();
+    ids.sort();
+    assert_eq!(ids, ["1", "2", "3"], "executor 1 is replaced by executor 3");
+    sim.shutdown().await;
+}
