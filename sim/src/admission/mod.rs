@@ -1,0 +1,55 @@
+//! Admission for the sim: the built-in plugins a real cluster runs ([`builtin`]) and dynamic
+//! admission webhooks ([`webhooks`]), plugged into the store through
+//! [`crate::admission_seam`], plus the controllers they depend on.
+//!
+//! [`install`] registers them in the apiserver's order: NamespaceLifecycle, ServiceAccount,
+//! then the webhooks (mutating webhooks after the built-in mutations, validating webhooks in the
+//! validating phase).
+
+pub mod builtin;
+pub mod webhooks;
+
+use std::sync::Arc;
+
+use crate::gc::BackgroundTask;
+use crate::store::Store;
+
+/// What to install.
+#[derive(Debug, Clone)]
+pub struct AdmissionConfig {
+    /// NamespaceLifecycle and ServiceAccount, with the namespace and service-account controllers.
+    pub builtin: bool,
+    /// Mutating and validating admission webhooks.
+    pub webhooks: bool,
+    /// The cluster CA (PEM), published as the `kube-root-ca.crt` ConfigMap in every namespace.
+    pub root_ca_pem: Option<String>,
+}
+
+impl Default for AdmissionConfig {
+    fn default() -> Self {
+        Self {
+            builtin: true,
+            webhooks: true,
+            root_ca_pem: None,
+        }
+    }
+}
+
+/// Registers the admission plugins on `store` and starts their controllers (needs a tokio
+/// runtime). Keep the returned tasks: dropping them stops the controllers.
+pub fn install(store: &Store, config: &AdmissionConfig) -> Vec<BackgroundTask> {
+    let mut tasks = Vec::new();
+    if config.builtin {
+        store.add_admission_plugin(Arc::new(builtin::NamespaceLifecycle::new(store.clone())));
+        store.add_admission_plugin(Arc::new(builtin::ServiceAccountAdmission::new(store.clone())));
+        tasks.push(builtin::namespace_controller::spawn(store));
+        tasks.push(builtin::serviceaccounts_controller::spawn(
+            store,
+            config.root_ca_pem.clone(),
+        ));
+    }
+    if config.webhooks {
+        store.add_admission_plugin(Arc::new(webhooks::WebhookAdmission::new(store.clone())));
+    }
+    tasks
+}
