@@ -214,13 +214,8 @@ pub fn allocate_service_ip(obj: &mut Value, taken: &dyn Fn(&str) -> bool) {
     };
     spec.insert("clusterIP".into(), json!(ip));
     spec.insert("clusterIPs".into(), json!([ip]));
-    if ip != "None" {
-        spec.entry("ipFamilies").or_insert(json!(["IPv4"]));
-        spec.entry("ipFamilyPolicy").or_insert(json!("SingleStack"));
-    } else {
-        spec.entry("ipFamilies").or_insert(json!(["IPv4"]));
-        spec.entry("ipFamilyPolicy").or_insert(json!("SingleStack"));
-    }
+    spec.entry("ipFamilies").or_insert(json!(["IPv4"]));
+    spec.entry("ipFamilyPolicy").or_insert(json!("SingleStack"));
 }
 
 /// `stringData` is write-only: the apiserver merges it into `data` (base64) and drops it.

@@ -463,7 +463,7 @@ pub fn json_path<'v>(obj: &'v Value, path: &str) -> Option<&'v Value> {
                 cur = cur.as_array()?.iter().find(|item| {
                     item.get(key.trim()).is_some_and(|v| match v {
                         Value::String(s) => s == want,
-                        other => other.to_string() == want,
+                        other => serde_json::from_str::<Value>(want).ok().as_ref() == Some(other),
                     })
                 })?;
             } else {

@@ -21,3 +21,36 @@ pub async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) ->
         Err(_) => panic!("timed out waiting for {what}"),
     }
 }
+
+/// One HTTPS GET with the kubeconfig's token, straight over hyper: no client-side retries (kube-rs
+/// retries 429/503 by itself), so tests see exactly what the server answered.
+pub async fn raw_get(sim: &Sim, path: &str) -> (u16, serde_json::Value) {
+    use http_body_util::BodyExt;
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(sim.pki().ca_cert_der.clone()).unwrap();
+    let config =
+        rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(sim.addr()).await.unwrap();
+    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+    let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .unwrap();
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let req = http::Request::get(path)
+        .header("host", "localhost")
+        .header("authorization", format!("Bearer {}", sim.token()))
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let resp = sender.send_request(req).await.unwrap();
+    let code = resp.status().as_u16();
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    (code, serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null))
+}
