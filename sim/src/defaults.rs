@@ -28,9 +28,18 @@ pub fn apply(group: &str, kind: &str, obj: &mut Value) {
                 ],
             );
             if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
-                spec.entry("strategy").or_insert_with(
-                    || json!({ "type": "RollingUpdate", "rollingUpdate": { "maxUnavailable": "25%", "maxSurge": "25%" } }),
-                );
+                // SetDefaults_Deployment: an empty strategy type is RollingUpdate with 25%/25%.
+                let strategy = spec.entry("strategy").or_insert_with(|| json!({}));
+                if let Value::Object(st) = strategy {
+                    let t = st.entry("type").or_insert(json!("RollingUpdate"));
+                    if t == "" {
+                        *t = json!("RollingUpdate");
+                    }
+                    if st.get("type") == Some(&json!("RollingUpdate")) {
+                        st.entry("rollingUpdate")
+                            .or_insert(json!({ "maxUnavailable": "25%", "maxSurge": "25%" }));
+                    }
+                }
             }
         }
         ("apps", "DaemonSet") => {

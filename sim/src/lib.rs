@@ -18,6 +18,7 @@ pub mod managed_fields;
 pub mod meta;
 pub mod openapi;
 pub mod patch;
+pub mod protobuf;
 pub mod registry;
 pub mod schema;
 pub mod selectors;

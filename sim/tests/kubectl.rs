@@ -122,15 +122,47 @@ async fn kubectl_works_against_the_sim() {
     // Discovery and a namespace.
     let version = k.ok(&["version", "-o", "json"]).await;
     assert!(version.contains("\"gitVersion\": \"v1.33.1\""), "{version}");
-    let ns = write(
-        "ns.yaml",
-        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: spark-test\n",
-    );
+    // Imperative creates send protobuf bodies.
     assert!(
-        k.ok(&["create", "-f", &ns])
+        k.ok(&["create", "namespace", "spark-test"])
             .await
             .contains("namespace/spark-test created")
     );
+    k.ok(&["create", "configmap", "conf", "-n", "spark-test", "--from-literal=k=v"])
+        .await;
+    k.ok(&[
+        "create",
+        "secret",
+        "generic",
+        "creds",
+        "-n",
+        "spark-test",
+        "--from-literal=pw=s3cret",
+    ])
+    .await;
+    k.ok(&[
+        "create",
+        "deployment",
+        "web",
+        "-n",
+        "spark-test",
+        "--image=nginx:1.27",
+        "--replicas=0",
+    ])
+    .await;
+    let got = k
+        .ok(&[
+            "get",
+            "cm/conf",
+            "secret/creds",
+            "deploy/web",
+            "-n",
+            "spark-test",
+            "-o",
+            "jsonpath={.items[*].data} {.items[2].spec.replicas} {.items[2].spec.strategy.type}",
+        ])
+        .await;
+    assert_eq!(got, r#"{"k":"v"} {"pw":"czNjcmV0"} 0 RollingUpdate"#);
     let nss = k.ok(&["get", "namespaces"]).await;
     assert!(
         nss.lines().any(|l| l.starts_with("spark-test") && l.contains("Active")),

@@ -167,6 +167,8 @@ fn parse_object(ct: &str, body: &[u8]) -> Result<Value, ApiError> {
     match ct {
         "application/json" | "" | "*/*" => serde_json::from_slice(body)
             .map_err(|e| ApiError::BadRequest(format!("couldn't get version/kind; json parse error: {e}"))),
+        crate::protobuf::MEDIA_TYPE => crate::protobuf::decode(body)
+            .map_err(|e| ApiError::BadRequest(format!("the body of the request could not be decoded: {e}"))),
         "application/yaml" | "application/x-yaml" | "text/yaml" => serde_yaml::from_slice(body)
             .map_err(|e| ApiError::BadRequest(format!("error converting YAML to JSON: {e}"))),
         other => Err(ApiError::UnsupportedMediaType(format!(
@@ -251,7 +253,8 @@ async fn resource_request(
     if let Some(sub) = &path.subresource {
         let served = (sub == "status" && info.status_subresource)
             || (sub == "finalize" && info.resource == "namespaces")
-            || (sub == "binding" && info.resource == "pods");
+            || (sub == "binding" && info.resource == "pods")
+            || (sub == "log" && info.resource == "pods" && info.group.is_empty());
         if !served {
             return Err(ApiError::ResourceNotServed);
         }
@@ -286,6 +289,7 @@ async fn resource_request(
         ("GET", Some(name)) if path.legacy_watch => {
             watch(state, &info, &gvr, path.namespace.as_deref(), &q, accept, Some(&name))
         }
+        ("GET", Some(name)) if path.subresource.as_deref() == Some("log") => pod_log(state, &ns, &name, &q),
         ("GET", Some(name)) => {
             if info.namespaced && path.namespace.is_none() {
                 return Err(ApiError::ResourceNotServed);
@@ -504,4 +508,30 @@ fn watch(
         }
     });
     Ok(response::streaming("application/json", chunks))
+}
+
+/// `GET .../pods/{name}/log`: the kubelet's answer, read from the node's CRI log files.
+fn pod_log(state: &AppState, ns: &str, name: &str, q: &Query) -> Result<Response<Body>, ApiError> {
+    let int = |k: &str| -> Result<Option<i64>, ApiError> {
+        q.non_empty(k)
+            .map(|v| {
+                v.parse::<i64>()
+                    .map_err(|_| ApiError::BadRequest(format!("invalid {k}: {v}")))
+            })
+            .transpose()
+    };
+    let query = crate::node::logs::LogQuery {
+        container: q.non_empty("container"),
+        previous: q.flag("previous"),
+        follow: q.flag("follow"),
+        timestamps: q.flag("timestamps"),
+        tail_lines: int("tailLines")?,
+        since_seconds: int("sinceSeconds")?,
+        since_time: q.non_empty("sinceTime"),
+        limit_bytes: int("limitBytes")?,
+    };
+    match crate::node::logs::pod_log(&state.store, &state.data_dir, ns, name, &query)? {
+        crate::node::logs::LogBody::Full(bytes) => Ok(response::bytes_response(200, "text/plain", bytes)),
+        crate::node::logs::LogBody::Follow(stream) => Ok(response::streaming("text/plain", stream)),
+    }
 }
