@@ -1,5 +1,6 @@
 //! Admission webhooks served by the test over TLS (rustls, an rcgen CA in `caBundle`), called
 //! by the sim for requests made with a real kube-rs client.
+#![allow(clippy::expect_used)]
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -31,7 +32,10 @@ impl TestCa {
         params.distinguished_name.push(DnType::CommonName, cn);
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         let cert = params.self_signed(&key).expect("ca cert");
-        Self { pem: cert.pem(), issuer: Issuer::new(params, key) }
+        Self {
+            pem: cert.pem(),
+            issuer: Issuer::new(params, key),
+        }
     }
 
     fn bundle(&self) -> String {
@@ -40,15 +44,17 @@ impl TestCa {
 
     fn server_config(&self, names: &[&str]) -> Arc<rustls::ServerConfig> {
         let key = KeyPair::generate().expect("server key");
-        let params = CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>()).expect("server params");
+        let params =
+            CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>()).expect("server params");
         let cert = params.signed_by(&key, &self.issuer).expect("server cert");
         let key = rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into());
-        let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .expect("versions")
-            .with_no_client_auth()
-            .with_single_cert(vec![cert.der().clone()], key)
-            .expect("server config");
+        let mut config =
+            rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+                .with_safe_default_protocol_versions()
+                .expect("versions")
+                .with_no_client_auth()
+                .with_single_cert(vec![cert.der().clone()], key)
+                .expect("server config");
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         Arc::new(config)
     }
@@ -65,7 +71,13 @@ struct WebhookServer {
 
 impl WebhookServer {
     fn calls_to(&self, path: &str) -> Vec<Value> {
-        self.calls.lock().expect("calls").iter().filter(|(p, _)| p == path).map(|(_, r)| r.clone()).collect()
+        self.calls
+            .lock()
+            .expect("calls")
+            .iter()
+            .filter(|(p, _)| p == path)
+            .map(|(_, r)| r.clone())
+            .collect()
     }
 
     fn url(&self, path: &str) -> String {
@@ -86,7 +98,11 @@ fn patch_response(uid: &str, ops: Value, warning: &str) -> Value {
 async fn answer(path: &str, request: &Value) -> Value {
     let uid = request["uid"].as_str().unwrap_or_default();
     let object = &request["object"];
-    let labels = object.pointer("/metadata/labels").and_then(Value::as_object).cloned().unwrap_or_default();
+    let labels = object
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
     match path {
         "/mutate" => {
             let op = if labels.is_empty() {
@@ -110,7 +126,11 @@ async fn answer(path: &str, request: &Value) -> Value {
             json!([{ "op": "add", "path": "/metadata/annotations", "value": { "first-saw": labels.len().to_string() } }]),
             "first",
         ),
-        "/second" => patch_response(uid, json!([{ "op": "add", "path": "/metadata/labels/second", "value": "yes" }]), "second"),
+        "/second" => patch_response(
+            uid,
+            json!([{ "op": "add", "path": "/metadata/labels/second", "value": "yes" }]),
+            "second",
+        ),
         "/slow" => {
             tokio::time::sleep(Duration::from_secs(3)).await;
             allow(uid)
@@ -137,34 +157,55 @@ async fn start_webhook(ca: &TestCa, names: &[&str]) -> WebhookServer {
                     let seen = seen.clone();
                     async move {
                         let path = req.uri().path().to_string();
-                        let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+                        let body = req
+                            .into_body()
+                            .collect()
+                            .await
+                            .map(|b| b.to_bytes())
+                            .unwrap_or_default();
                         let review: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                        seen.lock().expect("calls").push((path.clone(), review["request"].clone()));
+                        seen.lock()
+                            .expect("calls")
+                            .push((path.clone(), review["request"].clone()));
                         let response = json!({
                             "apiVersion": "admission.k8s.io/v1",
                             "kind": "AdmissionReview",
                             "response": answer(&path, &review["request"]).await,
                         });
-                        Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(Bytes::from(response.to_string()))))
+                        Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(Bytes::from(
+                            response.to_string(),
+                        ))))
                     }
                 });
-                let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(tls), service).await;
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(tls), service)
+                    .await;
             });
         }
     });
-    WebhookServer { addr, calls, _task: task }
+    WebhookServer {
+        addr,
+        calls,
+        _task: task,
+    }
 }
 
 async fn start() -> (Sim, tempfile::TempDir, kube::Client) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let sim = Sim::start(SimConfig::new(dir.path().join("data"))).await.expect("sim starts");
+    let sim = Sim::start(SimConfig::new(dir.path().join("data")))
+        .await
+        .expect("sim starts");
     let client = sim.client().await.expect("client");
     (sim, dir, client)
 }
 
 async fn namespace(client: &kube::Client, name: &str, labels: Value) {
-    let ns: Namespace = serde_json::from_value(json!({ "metadata": { "name": name, "labels": labels } })).expect("namespace");
-    Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.expect("namespace created");
+    let ns: Namespace =
+        serde_json::from_value(json!({ "metadata": { "name": name, "labels": labels } })).expect("namespace");
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("namespace created");
 }
 
 /// Stores a webhook configuration (through the store: configurations are not subject to
@@ -176,7 +217,12 @@ async fn configure(sim: &Sim, kind: &str, name: &str, webhooks: Value) {
     };
     let config = json!({ "apiVersion": "admissionregistration.k8s.io/v1", "kind": kind, "metadata": { "name": name }, "webhooks": webhooks });
     sim.store()
-        .create(&Gvr::new("admissionregistration.k8s.io", "v1", resource), "", config, &WriteOptions::default())
+        .create(
+            &Gvr::new("admissionregistration.k8s.io", "v1", resource),
+            "",
+            config,
+            &WriteOptions::default(),
+        )
         .await
         .expect("webhook configuration");
 }
@@ -239,40 +285,92 @@ async fn webhooks_mutate_and_deny_as_configured() {
         )]),
     )
     .await;
-    configure(&sim, "ValidatingWebhookConfiguration", "test-validator", json!([hook("deny.test.io", &server.url("/deny"), &ca.bundle(), &["configmaps"], json!({}))]))
-        .await;
+    configure(
+        &sim,
+        "ValidatingWebhookConfiguration",
+        "test-validator",
+        json!([hook(
+            "deny.test.io",
+            &server.url("/deny"),
+            &ca.bundle(),
+            &["configmaps"],
+            json!({})
+        )]),
+    )
+    .await;
 
     let hooked: Api<ConfigMap> = Api::namespaced(client.clone(), "hooked");
-    let created = hooked.create(&PostParams::default(), &cm("a", json!({ "app": "spark" }))).await.expect("admitted");
-    assert_eq!(labels_of(&created).get("mutated").map(String::as_str), Some("yes"), "the JSONPatch is applied");
+    let created = hooked
+        .create(&PostParams::default(), &cm("a", json!({ "app": "spark" })))
+        .await
+        .expect("admitted");
+    assert_eq!(
+        labels_of(&created).get("mutated").map(String::as_str),
+        Some("yes"),
+        "the JSONPatch is applied"
+    );
     assert_eq!(labels_of(&created).get("app").map(String::as_str), Some("spark"));
     let calls = server.calls_to("/mutate");
     assert_eq!(calls.len(), 1);
     assert_eq!(calls[0]["operation"], "CREATE");
     assert_eq!(calls[0]["namespace"], "hooked");
-    assert_eq!(calls[0]["kind"], json!({ "group": "", "version": "v1", "kind": "ConfigMap" }));
+    assert_eq!(
+        calls[0]["kind"],
+        json!({ "group": "", "version": "v1", "kind": "ConfigMap" })
+    );
     // The validating webhook sees the mutated object.
     let validated = server.calls_to("/deny");
-    assert_eq!(validated.last().and_then(|r| r.pointer("/object/metadata/labels/mutated")), Some(&json!("yes")));
+    assert_eq!(
+        validated
+            .last()
+            .and_then(|r| r.pointer("/object/metadata/labels/mutated")),
+        Some(&json!("yes"))
+    );
 
     // Denials come back as the apiserver words them, with the webhook's code.
-    let e = api_error(hooked.create(&PostParams::default(), &cm("b", json!({ "deny": "true" }))).await);
+    let e = api_error(
+        hooked
+            .create(&PostParams::default(), &cm("b", json!({ "deny": "true" })))
+            .await,
+    );
     assert_eq!(e.code, 403);
     assert_eq!(e.reason, "Forbidden");
-    assert_eq!(e.message, "admission webhook \"deny.test.io\" denied the request: no entry for b");
+    assert_eq!(
+        e.message,
+        "admission webhook \"deny.test.io\" denied the request: no entry for b"
+    );
     assert!(hooked.get_opt("b").await.expect("get").is_none());
 
     // Selectors and rules filter.
-    let skipped = hooked.create(&PostParams::default(), &cm("c", json!({ "skip": "1" }))).await.expect("admitted");
-    assert!(!labels_of(&skipped).contains_key("mutated"), "objectSelector excludes it");
+    let skipped = hooked
+        .create(&PostParams::default(), &cm("c", json!({ "skip": "1" })))
+        .await
+        .expect("admitted");
+    assert!(
+        !labels_of(&skipped).contains_key("mutated"),
+        "objectSelector excludes it"
+    );
     let plain: Api<ConfigMap> = Api::namespaced(client.clone(), "plain");
-    let unlabelled = plain.create(&PostParams::default(), &cm("d", json!({}))).await.expect("admitted");
-    assert!(!labels_of(&unlabelled).contains_key("mutated"), "namespaceSelector excludes it");
+    let unlabelled = plain
+        .create(&PostParams::default(), &cm("d", json!({})))
+        .await
+        .expect("admitted");
+    assert!(
+        !labels_of(&unlabelled).contains_key("mutated"),
+        "namespaceSelector excludes it"
+    );
     let before = server.calls.lock().expect("calls").len();
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "hooked");
     let secret: Secret = serde_json::from_value(json!({ "metadata": { "name": "s" } })).expect("secret");
-    secrets.create(&PostParams::default(), &secret).await.expect("secret admitted");
-    assert_eq!(server.calls.lock().expect("calls").len(), before, "no rule matches secrets");
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("secret admitted");
+    assert_eq!(
+        server.calls.lock().expect("calls").len(),
+        before,
+        "no rule matches secrets"
+    );
 }
 
 #[tokio::test]
@@ -280,17 +378,36 @@ async fn warnings_reach_the_client_as_warning_headers() {
     let (sim, _dir, client) = start().await;
     let ca = TestCa::new("test-webhook-ca");
     let server = start_webhook(&ca, &["127.0.0.1"]).await;
-    configure(&sim, "MutatingWebhookConfiguration", "warner", json!([hook("warn.test.io", &server.url("/mutate"), &ca.bundle(), &["configmaps"], json!({}))]))
-        .await;
+    configure(
+        &sim,
+        "MutatingWebhookConfiguration",
+        "warner",
+        json!([hook(
+            "warn.test.io",
+            &server.url("/mutate"),
+            &ca.bundle(),
+            &["configmaps"],
+            json!({})
+        )]),
+    )
+    .await;
     let body = serde_json::to_vec(&cm("w", json!({}))).expect("body");
     let request = http::Request::post("/api/v1/namespaces/default/configmaps")
         .header("content-type", "application/json")
         .body(body)
         .expect("request");
-    let response = client.send(request.map(kube::client::Body::from)).await.expect("response");
+    let response = client
+        .send(request.map(kube::client::Body::from))
+        .await
+        .expect("response");
     assert_eq!(response.status(), 201);
-    let warnings: Vec<String> =
-        response.headers().get_all("warning").iter().filter_map(|v| v.to_str().ok()).map(str::to_string).collect();
+    let warnings: Vec<String> = response
+        .headers()
+        .get_all("warning")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .map(str::to_string)
+        .collect();
     assert_eq!(warnings, ["299 - \"mutated by the test webhook\""]);
 }
 
@@ -305,13 +422,28 @@ async fn failure_policy_decides_when_the_webhook_cannot_be_called() {
         "ValidatingWebhookConfiguration",
         "down",
         json!([
-            hook("down-fail.test.io", &down, &ca.bundle(), &["configmaps"], json!({ "failurePolicy": "Fail", "objectSelector": { "matchLabels": { "policy": "fail" } } })),
-            hook("down-ignore.test.io", &down, &ca.bundle(), &["configmaps"], json!({ "failurePolicy": "Ignore", "objectSelector": { "matchLabels": { "policy": "ignore" } } })),
+            hook(
+                "down-fail.test.io",
+                &down,
+                &ca.bundle(),
+                &["configmaps"],
+                json!({ "failurePolicy": "Fail", "objectSelector": { "matchLabels": { "policy": "fail" } } })
+            ),
+            hook(
+                "down-ignore.test.io",
+                &down,
+                &ca.bundle(),
+                &["configmaps"],
+                json!({ "failurePolicy": "Ignore", "objectSelector": { "matchLabels": { "policy": "ignore" } } })
+            ),
         ]),
     )
     .await;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let e = api_error(api.create(&PostParams::default(), &cm("f", json!({ "policy": "fail" }))).await);
+    let e = api_error(
+        api.create(&PostParams::default(), &cm("f", json!({ "policy": "fail" })))
+            .await,
+    );
     assert_eq!(e.code, 500);
     assert_eq!(e.reason, "InternalError");
     assert_eq!(
@@ -321,7 +453,9 @@ async fn failure_policy_decides_when_the_webhook_cannot_be_called() {
         )
     );
     assert!(api.get_opt("f").await.expect("get").is_none());
-    api.create(&PostParams::default(), &cm("i", json!({ "policy": "ignore" }))).await.expect("Ignore admits");
+    api.create(&PostParams::default(), &cm("i", json!({ "policy": "ignore" })))
+        .await
+        .expect("Ignore admits");
 }
 
 #[tokio::test]
@@ -330,18 +464,35 @@ async fn a_wrong_ca_bundle_fails_the_handshake() {
     let ca = TestCa::new("the-real-ca");
     let other = TestCa::new("some-other-ca");
     let server = start_webhook(&ca, &["127.0.0.1"]).await;
-    configure(&sim, "MutatingWebhookConfiguration", "mistrusted", json!([hook("mistrusted.test.io", &server.url("/mutate"), &other.bundle(), &["configmaps"], json!({}))]))
-        .await;
+    configure(
+        &sim,
+        "MutatingWebhookConfiguration",
+        "mistrusted",
+        json!([hook(
+            "mistrusted.test.io",
+            &server.url("/mutate"),
+            &other.bundle(),
+            &["configmaps"],
+            json!({})
+        )]),
+    )
+    .await;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let e = api_error(api.create(&PostParams::default(), &cm("t", json!({}))).await);
     assert_eq!(e.code, 500);
     assert!(
-        e.message.ends_with("tls: failed to verify certificate: x509: certificate signed by unknown authority"),
+        e.message
+            .ends_with("tls: failed to verify certificate: x509: certificate signed by unknown authority"),
         "{}",
         e.message
     );
-    assert!(e.message.starts_with("Internal error occurred: failed calling webhook \"mistrusted.test.io\": failed to call webhook: Post"));
-    assert!(server.calls_to("/mutate").is_empty(), "no request is sent over an untrusted connection");
+    assert!(e.message.starts_with(
+        "Internal error occurred: failed calling webhook \"mistrusted.test.io\": failed to call webhook: Post"
+    ));
+    assert!(
+        server.calls_to("/mutate").is_empty(),
+        "no request is sent over an untrusted connection"
+    );
 }
 
 #[tokio::test]
@@ -349,12 +500,27 @@ async fn timeouts_count_as_failures_to_call() {
     let (sim, _dir, client) = start().await;
     let ca = TestCa::new("test-webhook-ca");
     let server = start_webhook(&ca, &["127.0.0.1"]).await;
-    configure(&sim, "ValidatingWebhookConfiguration", "slow", json!([hook("slow.test.io", &server.url("/slow"), &ca.bundle(), &["configmaps"], json!({ "timeoutSeconds": 1 }))]))
-        .await;
+    configure(
+        &sim,
+        "ValidatingWebhookConfiguration",
+        "slow",
+        json!([hook(
+            "slow.test.io",
+            &server.url("/slow"),
+            &ca.bundle(),
+            &["configmaps"],
+            json!({ "timeoutSeconds": 1 })
+        )]),
+    )
+    .await;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let e = api_error(api.create(&PostParams::default(), &cm("slow", json!({}))).await);
     assert_eq!(e.code, 500);
-    assert!(e.message.ends_with("/slow?timeout=1s\": context deadline exceeded"), "{}", e.message);
+    assert!(
+        e.message.ends_with("/slow?timeout=1s\": context deadline exceeded"),
+        "{}",
+        e.message
+    );
 }
 
 #[tokio::test]
@@ -366,16 +532,26 @@ async fn service_references_resolve_through_endpoints() {
     namespace(&client, "hooks", json!({})).await;
     let services = Gvr::new("", "v1", "services");
     let svc = json!({ "metadata": { "name": "hook" }, "spec": { "ports": [{ "name": "https", "port": 443, "targetPort": 8443 }] } });
-    sim.store().create(&services, "hooks", svc, &WriteOptions::default()).await.expect("service");
+    sim.store()
+        .create(&services, "hooks", svc, &WriteOptions::default())
+        .await
+        .expect("service");
     let eps = json!({ "metadata": { "name": "hook" }, "subsets": [{
         "addresses": [{ "ip": "127.0.0.1" }], "ports": [{ "name": "https", "port": server.addr.port() }] }] });
-    sim.store().create(&Gvr::new("", "v1", "endpoints"), "hooks", eps, &WriteOptions::default()).await.expect("endpoints");
+    sim.store()
+        .create(&Gvr::new("", "v1", "endpoints"), "hooks", eps, &WriteOptions::default())
+        .await
+        .expect("endpoints");
     let mut w = hook("svc.test.io", "", &ca.bundle(), &["configmaps"], json!({}));
-    w["clientConfig"] = json!({ "service": { "namespace": "hooks", "name": "hook", "path": "/mutate" }, "caBundle": ca.bundle() });
+    w["clientConfig"] =
+        json!({ "service": { "namespace": "hooks", "name": "hook", "path": "/mutate" }, "caBundle": ca.bundle() });
     configure(&sim, "MutatingWebhookConfiguration", "by-service", json!([w])).await;
 
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let created = api.create(&PostParams::default(), &cm("via-service", json!({}))).await.expect("admitted");
+    let created = api
+        .create(&PostParams::default(), &cm("via-service", json!({})))
+        .await
+        .expect("admitted");
     assert_eq!(labels_of(&created).get("mutated").map(String::as_str), Some("yes"));
 }
 
@@ -384,12 +560,35 @@ async fn dry_run_needs_side_effect_free_webhooks() {
     let (sim, _dir, client) = start().await;
     let ca = TestCa::new("test-webhook-ca");
     let server = start_webhook(&ca, &["127.0.0.1"]).await;
-    configure(&sim, "MutatingWebhookConfiguration", "effects", json!([hook("effects.test.io", &server.url("/mutate"), &ca.bundle(), &["configmaps"], json!({ "sideEffects": "Some" }))]))
-        .await;
+    configure(
+        &sim,
+        "MutatingWebhookConfiguration",
+        "effects",
+        json!([hook(
+            "effects.test.io",
+            &server.url("/mutate"),
+            &ca.bundle(),
+            &["configmaps"],
+            json!({ "sideEffects": "Some" })
+        )]),
+    )
+    .await;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let e = api_error(api.create(&PostParams { dry_run: true, ..Default::default() }, &cm("dry", json!({}))).await);
+    let e = api_error(
+        api.create(
+            &PostParams {
+                dry_run: true,
+                ..Default::default()
+            },
+            &cm("dry", json!({})),
+        )
+        .await,
+    );
     assert_eq!(e.code, 400);
-    assert_eq!(e.message, "admission webhook \"effects.test.io\" does not support dry run");
+    assert_eq!(
+        e.message,
+        "admission webhook \"effects.test.io\" does not support dry run"
+    );
 }
 
 #[tokio::test]
@@ -402,15 +601,38 @@ async fn if_needed_webhooks_are_reinvoked_after_later_changes() {
         "MutatingWebhookConfiguration",
         "a-chain",
         json!([
-            hook("first.test.io", &server.url("/first"), &ca.bundle(), &["configmaps"], json!({ "reinvocationPolicy": "IfNeeded" })),
-            hook("second.test.io", &server.url("/second"), &ca.bundle(), &["configmaps"], json!({})),
+            hook(
+                "first.test.io",
+                &server.url("/first"),
+                &ca.bundle(),
+                &["configmaps"],
+                json!({ "reinvocationPolicy": "IfNeeded" })
+            ),
+            hook(
+                "second.test.io",
+                &server.url("/second"),
+                &ca.bundle(),
+                &["configmaps"],
+                json!({})
+            ),
         ]),
     )
     .await;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let created = api.create(&PostParams::default(), &cm("chain", json!({ "app": "x" }))).await.expect("admitted");
-    assert_eq!(server.calls_to("/first").len(), 2, "called again after the second webhook changed the object");
+    let created = api
+        .create(&PostParams::default(), &cm("chain", json!({ "app": "x" })))
+        .await
+        .expect("admitted");
+    assert_eq!(
+        server.calls_to("/first").len(),
+        2,
+        "called again after the second webhook changed the object"
+    );
     assert_eq!(server.calls_to("/second").len(), 1);
     let annotations = created.metadata.annotations.unwrap_or_default();
-    assert_eq!(annotations.get("first-saw").map(String::as_str), Some("2"), "the reinvocation saw the second webhook's label");
+    assert_eq!(
+        annotations.get("first-saw").map(String::as_str),
+        Some("2"),
+        "the reinvocation saw the second webhook's label"
+    );
 }

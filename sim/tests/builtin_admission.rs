@@ -1,4 +1,5 @@
 //! NamespaceLifecycle, ServiceAccount admission and their controllers, through kube-rs.
+#![allow(clippy::expect_used)]
 
 use std::future::Future;
 use std::time::Duration;
@@ -37,7 +38,10 @@ fn api_error(result: Result<impl std::fmt::Debug, kube::Error>) -> kube::core::S
 
 async fn create_namespace(client: &kube::Client, name: &str) {
     let ns: Namespace = serde_json::from_value(json!({ "metadata": { "name": name } })).expect("namespace");
-    Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.expect("namespace created");
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("namespace created");
 }
 
 fn pod(name: &str, service_account: Option<&str>) -> Pod {
@@ -71,13 +75,17 @@ async fn namespace_deletion_removes_its_content_then_the_namespace() {
         cms.create(&PostParams::default(), &cm).await.expect("cm");
     }
     let held: ConfigMap =
-        serde_json::from_value(json!({ "metadata": { "name": "held", "finalizers": ["example.com/hold"] } })).expect("cm");
+        serde_json::from_value(json!({ "metadata": { "name": "held", "finalizers": ["example.com/hold"] } }))
+            .expect("cm");
     cms.create(&PostParams::default(), &held).await.expect("held cm");
     let pods: Api<Pod> = Api::namespaced(client.clone(), "doomed");
     pods.create(&PostParams::default(), &pod("p", None)).await.expect("pod");
 
     let namespaces = Api::<Namespace>::all(client.clone());
-    namespaces.delete("doomed", &DeleteParams::default()).await.expect("delete namespace");
+    namespaces
+        .delete("doomed", &DeleteParams::default())
+        .await
+        .expect("delete namespace");
     let ns = namespaces.get("doomed").await.expect("terminating namespace stays");
     assert_eq!(ns.status.and_then(|s| s.phase).as_deref(), Some("Terminating"));
 
@@ -86,7 +94,10 @@ async fn namespace_deletion_removes_its_content_then_the_namespace() {
     let e = api_error(cms.create(&PostParams::default(), &late).await);
     assert_eq!(e.code, 403);
     assert_eq!(e.reason, "Forbidden");
-    assert_eq!(e.message, "configmaps \"late\" is forbidden: unable to create new content in namespace doomed because it is being terminated");
+    assert_eq!(
+        e.message,
+        "configmaps \"late\" is forbidden: unable to create new content in namespace doomed because it is being terminated"
+    );
 
     eventually("the content to be deleted", || async {
         pods.get_opt("p").await.expect("get").is_none() && cms.get_opt("a").await.expect("get").is_none()
@@ -107,12 +118,26 @@ async fn namespace_deletion_removes_its_content_then_the_namespace() {
         })
     })
     .await;
-    assert!(cms.get("held").await.expect("held").metadata.deletion_timestamp.is_some());
+    assert!(
+        cms.get("held")
+            .await
+            .expect("held")
+            .metadata
+            .deletion_timestamp
+            .is_some()
+    );
 
-    cms.patch("held", &PatchParams::default(), &Patch::Merge(json!({ "metadata": { "finalizers": null } })))
-        .await
-        .expect("release the held object");
-    eventually("the namespace to be gone", || async { namespaces.get_opt("doomed").await.expect("get").is_none() }).await;
+    cms.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "metadata": { "finalizers": null } })),
+    )
+    .await
+    .expect("release the held object");
+    eventually("the namespace to be gone", || async {
+        namespaces.get_opt("doomed").await.expect("get").is_none()
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -122,9 +147,20 @@ async fn protected_namespaces_cannot_be_deleted() {
     for name in ["default", "kube-system", "kube-public"] {
         let e = api_error(namespaces.delete(name, &DeleteParams::default()).await);
         assert_eq!(e.code, 403);
-        assert_eq!(e.message, format!("namespaces \"{name}\" is forbidden: this namespace may not be deleted"));
+        assert_eq!(
+            e.message,
+            format!("namespaces \"{name}\" is forbidden: this namespace may not be deleted")
+        );
     }
-    assert!(namespaces.get("default").await.expect("default").metadata.deletion_timestamp.is_none());
+    assert!(
+        namespaces
+            .get("default")
+            .await
+            .expect("default")
+            .metadata
+            .deletion_timestamp
+            .is_none()
+    );
 }
 
 #[tokio::test]
@@ -143,7 +179,10 @@ async fn pods_need_their_service_account() {
     );
 
     // The default ServiceAccount is made by the controller; a pod naming none gets it.
-    let created = pods.create(&PostParams::default(), &pod("d", None)).await.expect("pod with the default account");
+    let created = pods
+        .create(&PostParams::default(), &pod("d", None))
+        .await
+        .expect("pod with the default account");
     let spec = created.spec.expect("spec");
     assert_eq!(spec.service_account_name.as_deref(), Some("default"));
     let volume = spec
@@ -155,7 +194,11 @@ async fn pods_need_their_service_account() {
     let sources = volume.projected.and_then(|p| p.sources).unwrap_or_default();
     assert_eq!(sources.len(), 3);
     let mounts = spec.containers[0].volume_mounts.clone().unwrap_or_default();
-    assert!(mounts.iter().any(|m| m.name == volume.name && m.mount_path == "/var/run/secrets/kubernetes.io/serviceaccount"));
+    assert!(
+        mounts
+            .iter()
+            .any(|m| m.name == volume.name && m.mount_path == "/var/run/secrets/kubernetes.io/serviceaccount")
+    );
 
     // Once the account exists, the pod is admitted and inherits its pull secrets.
     let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), "spark-jobs");
@@ -164,14 +207,25 @@ async fn pods_need_their_service_account() {
     }))
     .expect("sa");
     sas.create(&PostParams::default(), &sa).await.expect("service account");
-    let admitted = pods.create(&PostParams::default(), &pod("x", Some("spark"))).await.expect("admitted");
+    let admitted = pods
+        .create(&PostParams::default(), &pod("x", Some("spark")))
+        .await
+        .expect("admitted");
     let spec = admitted.spec.expect("spec");
     assert_eq!(spec.image_pull_secrets.unwrap_or_default()[0].name, "registry");
-    assert!(spec.volumes.unwrap_or_default().is_empty(), "automountServiceAccountToken: false on the account");
+    assert!(
+        spec.volumes.unwrap_or_default().is_empty(),
+        "automountServiceAccountToken: false on the account"
+    );
 
     // A deleted default account comes back, as the controller recreates it.
-    sas.delete("default", &DeleteParams::default()).await.expect("delete default");
-    eventually("the default ServiceAccount to be recreated", || async { sas.get_opt("default").await.expect("get").is_some() }).await;
+    sas.delete("default", &DeleteParams::default())
+        .await
+        .expect("delete default");
+    eventually("the default ServiceAccount to be recreated", || async {
+        sas.get_opt("default").await.expect("get").is_some()
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -180,9 +234,15 @@ async fn the_root_ca_configmap_is_published_when_asked_for() {
     let client = sim.client().await.expect("client");
     create_namespace(&client, "with-ca").await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "with-ca");
-    eventually("kube-root-ca.crt", || async { cms.get_opt("kube-root-ca.crt").await.expect("get").is_some() }).await;
+    eventually("kube-root-ca.crt", || async {
+        cms.get_opt("kube-root-ca.crt").await.expect("get").is_some()
+    })
+    .await;
     let cm = cms.get("kube-root-ca.crt").await.expect("cm");
-    assert_eq!(cm.data.unwrap_or_default().get("ca.crt").map(String::as_str), Some(sim.pki().ca_cert_pem.as_str()));
+    assert_eq!(
+        cm.data.unwrap_or_default().get("ca.crt").map(String::as_str),
+        Some(sim.pki().ca_cert_pem.as_str())
+    );
 }
 
 #[tokio::test]
@@ -190,5 +250,7 @@ async fn built_in_admission_can_be_switched_off() {
     let (sim, _dir) = start(|c| c.builtin_admission = false).await;
     let cms: Api<ConfigMap> = Api::namespaced(sim.client().await.expect("client"), "nowhere");
     let cm: ConfigMap = serde_json::from_value(json!({ "metadata": { "name": "c" } })).expect("cm");
-    cms.create(&PostParams::default(), &cm).await.expect("no NamespaceLifecycle: admitted");
+    cms.create(&PostParams::default(), &cm)
+        .await
+        .expect("no NamespaceLifecycle: admitted");
 }
