@@ -17,6 +17,7 @@ pub mod list_types;
 pub mod managed_fields;
 pub mod meta;
 pub mod openapi;
+mod openapi_builtin;
 pub mod patch;
 pub mod protobuf;
 pub mod registry;

@@ -1,8 +1,7 @@
-//! OpenAPI documents: `/openapi/v2` (kubectl asks for protobuf) and `/openapi/v3` with one
-//! document per group/version carrying the schemas the sim knows (CRDs' `openAPIV3Schema`).
-//!
-//! Built-in kinds have no schemas here, so `kubectl explain` for them fails as against a server
-//! that does not publish them, and kubectl's client-side validation finds nothing to check.
+//! OpenAPI documents: `/openapi/v2` (kubectl asks for protobuf; an empty document, so kubectl's
+//! client-side validation finds nothing to check) and `/openapi/v3` with one document per
+//! group/version: paths with `x-kubernetes-group-version-kind` and the schemas of the built-in
+//! kinds (from k8s-openapi) and of CRDs (their `openAPIV3Schema`), which `kubectl explain` reads.
 
 use serde_json::{Map, Value, json};
 
@@ -57,7 +56,9 @@ pub fn v3_group_version(reg: &Registry, group: &str, version: &str) -> Option<Va
     if infos.is_empty() {
         return None;
     }
-    let mut schemas = Map::new();
+    let mut schemas: Map<String, Value> = crate::openapi_builtin::schemas_for(group, version)
+        .into_iter()
+        .collect();
     for info in infos {
         let Some(schema) = info.crd.as_ref().and_then(|c| c.schemas.get(version)) else {
             continue;
@@ -76,10 +77,54 @@ pub fn v3_group_version(reg: &Registry, group: &str, version: &str) -> Option<Va
         }
         schemas.insert(format!("{}.{}.{}", reversed_group(group), version, info.kind), s);
     }
+    let mut paths = Map::new();
+    for info in reg.in_group_version(group, version) {
+        let schema_name = schemas
+            .iter()
+            .find(|(_, s)| {
+                s.get("x-kubernetes-group-version-kind")
+                    .and_then(Value::as_array)
+                    .is_some_and(|a| a.iter().any(|g| g["kind"] == info.kind.as_str()))
+            })
+            .map(|(n, _)| n.clone())
+            .unwrap_or_default();
+        let prefix = if group.is_empty() {
+            format!("/api/{version}")
+        } else {
+            format!("/apis/{group}/{version}")
+        };
+        let scope = if info.namespaced {
+            format!("{prefix}/namespaces/{{namespace}}")
+        } else {
+            prefix
+        };
+        let gvk = json!({ "group": group, "version": version, "kind": info.kind });
+        let response = if schemas.contains_key(&schema_name) {
+            json!({ "200": { "description": "OK", "content": { "application/json": { "schema": { "$ref": format!("#/components/schemas/{schema_name}") } } } } })
+        } else {
+            json!({ "200": { "description": "OK" } })
+        };
+        // Unknown fields are only detected for custom resources (their schemas are known), so
+        // only their write operations advertise `fieldValidation`.
+        let mut write_params =
+            vec![json!({ "name": "dryRun", "in": "query", "schema": { "type": "string", "uniqueItems": true } })];
+        if info.is_crd_backed() {
+            write_params.push(json!({ "name": "fieldValidation", "in": "query", "schema": { "type": "string", "uniqueItems": true } }));
+        }
+        let op = |action: &str, params: &[Value]| json!({ "x-kubernetes-action": action, "x-kubernetes-group-version-kind": gvk, "parameters": params, "responses": response });
+        paths.insert(
+            format!("{scope}/{}", info.resource),
+            json!({ "get": op("list", &[]), "post": op("post", &write_params) }),
+        );
+        paths.insert(
+            format!("{scope}/{}/{{name}}", info.resource),
+            json!({ "get": op("get", &[]), "put": op("put", &write_params), "patch": op("patch", &write_params), "delete": op("delete", &[]) }),
+        );
+    }
     Some(json!({
         "openapi": "3.0.0",
         "info": { "title": "Kubernetes", "version": GIT_VERSION },
-        "paths": {},
+        "paths": paths,
         "components": { "schemas": schemas }
     }))
 }

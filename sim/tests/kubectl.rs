@@ -225,6 +225,18 @@ async fn kubectl_works_against_the_sim() {
         "{described}"
     );
 
+    // explain reads /openapi/v3, for built-in kinds and CRDs alike.
+    let explained = k.ok(&["explain", "pods.spec.containers.env"]).await;
+    assert!(
+        explained.contains("FIELD: env <[]EnvVar>") && explained.contains("name\t<string> -required-"),
+        "{explained}"
+    );
+    let explained = k.ok(&["explain", "sparkapplications.spec.driver.cores"]).await;
+    assert!(
+        explained.contains("KIND:       SparkApplication") && explained.contains("FIELD: cores <integer>"),
+        "{explained}"
+    );
+
     // patch --type merge bumps the generation.
     k.ok(&[
         "patch",
