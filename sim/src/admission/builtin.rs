@@ -230,12 +230,16 @@ impl ServiceAccountAdmission {
     /// reached yet (driven by the change feed, not by sleeping).
     async fn service_account(&self, namespace: &str, name: &str) -> Option<Value> {
         let gvr = Gvr::new("", "v1", "serviceaccounts");
-        let mut feed = self.store.changes(self.store.current_rv());
         if let Ok(sa) = self.store.get(&gvr, namespace, name) {
             return Some(sa);
         }
         if name != "default" {
             return None;
+        }
+        // Follow changes from now, then look again: a creation in between is not missed.
+        let mut feed = self.store.changes(self.store.current_rv());
+        if let Ok(sa) = self.store.get(&gvr, namespace, name) {
+            return Some(sa);
         }
         let deadline = tokio::time::Instant::now() + DEFAULT_SA_WAIT;
         loop {
