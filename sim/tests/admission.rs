@@ -636,3 +636,75 @@ async fn if_needed_webhooks_are_reinvoked_after_later_changes() {
         "the reinvocation saw the second webhook's label"
     );
 }
+
+#[tokio::test]
+async fn equivalent_match_policy_sends_the_version_the_rule_names() {
+    let (sim, _dir, client) = start().await;
+    let ca = TestCa::new("test-webhook-ca");
+    let server = start_webhook(&ca, &["127.0.0.1"]).await;
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": { "name": "gadgets.example.com" },
+        "spec": { "group": "example.com", "scope": "Namespaced",
+            "names": { "plural": "gadgets", "singular": "gadget", "kind": "Gadget", "listKind": "GadgetList" },
+            "versions": [
+                { "name": "v1", "served": true, "storage": true,
+                  "schema": { "openAPIV3Schema": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } } },
+                { "name": "v2", "served": true, "storage": false,
+                  "schema": { "openAPIV3Schema": { "type": "object", "x-kubernetes-preserve-unknown-fields": true } } }
+            ] }
+    });
+    sim.store()
+        .create(
+            &Gvr::new("apiextensions.k8s.io", "v1", "customresourcedefinitions"),
+            "",
+            crd,
+            &WriteOptions::default(),
+        )
+        .await
+        .expect("crd");
+    let rule = |policy: &str, name: &str, path: &str| {
+        json!({
+            "name": name,
+            "clientConfig": { "url": server.url(path), "caBundle": ca.bundle() },
+            "rules": [{ "operations": ["CREATE"], "apiGroups": ["example.com"], "apiVersions": ["v2"], "resources": ["gadgets"] }],
+            "matchPolicy": policy,
+            "sideEffects": "None",
+            "admissionReviewVersions": ["v1"],
+        })
+    };
+    configure(
+        &sim,
+        "ValidatingWebhookConfiguration",
+        "gadgets",
+        json!([
+            rule("Equivalent", "equivalent.test.io", "/equivalent"),
+            rule("Exact", "exact.test.io", "/exact")
+        ]),
+    )
+    .await;
+    let gvk = kube::core::GroupVersionKind::gvk("example.com", "v1", "Gadget");
+    let gadgets: Api<kube::core::DynamicObject> =
+        Api::namespaced_with(client.clone(), "default", &kube::core::ApiResource::from_gvk(&gvk));
+    let gadget: kube::core::DynamicObject = serde_json::from_value(
+        json!({ "apiVersion": "example.com/v1", "kind": "Gadget", "metadata": { "name": "g" } }),
+    )
+    .expect("gadget");
+    gadgets.create(&PostParams::default(), &gadget).await.expect("admitted");
+
+    assert!(
+        server.calls_to("/exact").is_empty(),
+        "Exact only matches the version the client used"
+    );
+    let calls = server.calls_to("/equivalent");
+    assert_eq!(calls.len(), 1);
+    assert_eq!(
+        calls[0]["kind"],
+        json!({ "group": "example.com", "version": "v2", "kind": "Gadget" })
+    );
+    assert_eq!(
+        calls[0]["requestKind"],
+        json!({ "group": "example.com", "version": "v1", "kind": "Gadget" })
+    );
+    assert_eq!(calls[0]["object"]["apiVersion"], "example.com/v2");
+}
