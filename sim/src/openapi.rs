@@ -57,7 +57,8 @@ pub fn v3_group_version(reg: &Registry, group: &str, version: &str) -> Option<Va
         return None;
     }
     let mut schemas: Map<String, Value> = crate::openapi_builtin::schemas_for(group, version)
-        .into_iter()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     for info in infos {
         let Some(schema) = info.crd.as_ref().and_then(|c| c.schemas.get(version)) else {

@@ -2,8 +2,8 @@
 //! `/openapi/v3/...` documents (`kubectl explain`, and kubectl's strategic-merge metadata, hence
 //! the `x-kubernetes-patch-*` extensions the real documents carry).
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::OnceLock;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use k8s_openapi::api;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -118,7 +118,23 @@ const PATCH_MERGE_KEYS: &[(&str, &str, &str)] = &[
 
 /// The built-in schemas of one group/version, with every definition they reference, keyed by
 /// definition name.
-pub fn schemas_for(group: &str, version: &str) -> BTreeMap<String, Value> {
+pub fn schemas_for(group: &str, version: &str) -> Arc<BTreeMap<String, Value>> {
+    // Computed once per group/version: kubectl fetches these documents on every apply.
+    static CACHE: OnceLock<Mutex<HashMap<(String, String), Arc<BTreeMap<String, Value>>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    let key = (group.to_string(), version.to_string());
+    if let Some(hit) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return hit.clone();
+    }
+    let computed = Arc::new(compute(group, version));
+    cache
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(key, computed.clone());
+    computed
+}
+
+fn compute(group: &str, version: &str) -> BTreeMap<String, Value> {
     let defs = definitions();
     let mut todo: Vec<String> = defs
         .iter()
