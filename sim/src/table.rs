@@ -103,6 +103,47 @@ pub fn columns(info: &ResourceInfo, version: &str) -> Vec<Value> {
             age(),
         ],
         ("coordination.k8s.io", "leases") => vec![name(), s("Holder"), age()],
+        ("apps", "replicasets") => vec![
+            name(),
+            col("Desired", "integer", "", 0, ""),
+            col("Current", "integer", "", 0, ""),
+            col("Ready", "integer", "", 0, ""),
+            age(),
+        ],
+        ("apps", "statefulsets") => vec![name(), s("Ready"), age()],
+        ("batch", "jobs") => vec![name(), s("Status"), s("Completions"), s("Duration"), age()],
+        ("batch", "cronjobs") => {
+            vec![
+                name(),
+                s("Schedule"),
+                s("Timezone"),
+                s("Suspend"),
+                col("Active", "integer", "", 0, ""),
+                s("Last Schedule"),
+                age(),
+            ]
+        }
+        ("policy", "poddisruptionbudgets") => {
+            vec![
+                name(),
+                s("Min Available"),
+                s("Max Unavailable"),
+                col("Allowed Disruptions", "integer", "", 0, ""),
+                age(),
+            ]
+        }
+        ("networking.k8s.io", "networkpolicies") => vec![name(), s("Pod-Selector"), age()],
+        ("", "endpoints") => vec![name(), s("Endpoints"), age()],
+        ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => vec![name(), s("Role"), age()],
+        ("scheduling.k8s.io", "priorityclasses") => {
+            vec![
+                name(),
+                col("Value", "integer", "", 0, ""),
+                s("Global-Default"),
+                age(),
+                s("PreemptionPolicy"),
+            ]
+        }
         _ => vec![name(), col("Created At", "date", "", 0, AGE_DESC)],
     }
 }
@@ -354,7 +395,150 @@ pub fn cells(info: &ResourceInfo, version: &str, obj: &Value) -> Vec<Value> {
             ]
         }
         ("coordination.k8s.io", "leases") => vec![name, json!(str_at("/spec/holderIdentity")), age],
+        ("apps", "replicasets") => vec![
+            name,
+            json!(int("/spec/replicas")),
+            json!(int("/status/replicas")),
+            json!(int("/status/readyReplicas")),
+            age,
+        ],
+        ("apps", "statefulsets") => {
+            vec![
+                name,
+                json!(format!("{}/{}", int("/status/readyReplicas"), int("/spec/replicas"))),
+                age,
+            ]
+        }
+        ("batch", "jobs") => {
+            let completions = match obj.pointer("/spec/completions").and_then(Value::as_i64) {
+                Some(c) => format!("{}/{c}", int("/status/succeeded")),
+                None => format!(
+                    "{}/1 of {}",
+                    int("/status/succeeded"),
+                    obj.pointer("/spec/parallelism").and_then(Value::as_i64).unwrap_or(1)
+                ),
+            };
+            let duration = match (
+                meta::parse_time(&str_at("/status/startTime")),
+                meta::parse_time(&str_at("/status/completionTime")).unwrap_or_else(jiff::Timestamp::now),
+            ) {
+                (Some(start), end) => meta::human_duration(std::time::Duration::from_secs(
+                    end.duration_since(start).as_secs().max(0) as u64,
+                )),
+                (None, _) => String::new(),
+            };
+            vec![name, json!(job_status(obj)), json!(completions), json!(duration), age]
+        }
+        ("batch", "cronjobs") => {
+            let last = str_at("/status/lastScheduleTime");
+            let last = if last.is_empty() {
+                "<none>".to_string()
+            } else {
+                meta::age(&last)
+            };
+            let tz = str_at("/spec/timeZone");
+            vec![
+                name,
+                json!(str_at("/spec/schedule")),
+                json!(if tz.is_empty() { "<none>".to_string() } else { tz }),
+                json!(if obj.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true) {
+                    "True"
+                } else {
+                    "False"
+                }),
+                json!(count("/status/active")),
+                json!(last),
+                age,
+            ]
+        }
+        ("policy", "poddisruptionbudgets") => {
+            let show = |p: &str| {
+                obj.pointer(p)
+                    .map(|v| v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string()))
+                    .unwrap_or_else(|| "N/A".into())
+            };
+            vec![
+                name,
+                json!(show("/spec/minAvailable")),
+                json!(show("/spec/maxUnavailable")),
+                json!(int("/status/disruptionsAllowed")),
+                age,
+            ]
+        }
+        ("networking.k8s.io", "networkpolicies") => {
+            let sel = selector_string(obj.pointer("/spec/podSelector"));
+            vec![
+                name,
+                json!(if sel == "<none>" { "<none>".to_string() } else { sel }),
+                age,
+            ]
+        }
+        ("", "endpoints") => {
+            let mut eps = Vec::new();
+            for subset in obj.get("subsets").and_then(Value::as_array).into_iter().flatten() {
+                let ports: Vec<i64> = subset
+                    .get("ports")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|p| p.get("port").and_then(Value::as_i64))
+                    .collect();
+                for a in subset.get("addresses").and_then(Value::as_array).into_iter().flatten() {
+                    let ip = a.get("ip").and_then(Value::as_str).unwrap_or("");
+                    if ports.is_empty() {
+                        eps.push(ip.to_string());
+                    }
+                    eps.extend(ports.iter().map(|p| format!("{ip}:{p}")));
+                }
+            }
+            vec![
+                name,
+                json!(if eps.is_empty() {
+                    "<none>".to_string()
+                } else {
+                    eps.join(",")
+                }),
+                age,
+            ]
+        }
+        ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => {
+            vec![
+                name,
+                json!(format!("{}/{}", str_at("/roleRef/kind"), str_at("/roleRef/name"))),
+                age,
+            ]
+        }
+        ("scheduling.k8s.io", "priorityclasses") => vec![
+            name,
+            json!(int("/value")),
+            json!(obj.get("globalDefault").and_then(Value::as_bool).unwrap_or(false)),
+            age,
+            json!(str_at("/preemptionPolicy")),
+        ],
         _ => vec![name, json!(meta::str_field(obj, "creationTimestamp"))],
+    }
+}
+
+/// The STATUS column of `kubectl get jobs`: the last true terminal condition, else Running.
+fn job_status(job: &Value) -> &'static str {
+    let conditions = job
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let has = |t: &str| conditions.iter().any(|c| c["type"] == t && c["status"] == "True");
+    if has("Complete") {
+        "Complete"
+    } else if has("Failed") {
+        "Failed"
+    } else if has("FailureTarget") {
+        "FailureTarget"
+    } else if has("SuccessCriteriaMet") {
+        "SuccessCriteriaMet"
+    } else if has("Suspended") {
+        "Suspended"
+    } else {
+        "Running"
     }
 }
 
@@ -527,6 +711,25 @@ mod tests {
         );
         assert_eq!(json_path(&o, ".spec.l[1]"), Some(&json!(2)));
         assert_eq!(json_path(&o, ".spec.missing"), None);
+    }
+
+    #[test]
+    fn every_builtin_table_has_a_cell_per_column() {
+        let reg = Registry::builtin();
+        let obj = json!({ "metadata": { "name": "x", "creationTimestamp": "2024-01-01T00:00:00Z" } });
+        for info in reg.all() {
+            assert_eq!(
+                columns(&info, "v1").len(),
+                cells(&info, "v1", &obj).len(),
+                "{}",
+                info.resource
+            );
+        }
+        let job = reg.lookup(&Gvr::new("batch", "v1", "jobs")).unwrap();
+        let done = json!({ "metadata": { "name": "j" }, "spec": { "completions": 1 },
+            "status": { "succeeded": 1, "conditions": [{ "type": "Complete", "status": "True" }] } });
+        let c = cells(&job, "v1", &done);
+        assert_eq!((c[1].clone(), c[2].clone()), (json!("Complete"), json!("1/1")));
     }
 
     #[test]
