@@ -116,11 +116,14 @@ const PATCH_MERGE_KEYS: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// Definitions by name.
+pub type Schemas = BTreeMap<String, Value>;
+
 /// The built-in schemas of one group/version, with every definition they reference, keyed by
 /// definition name.
-pub fn schemas_for(group: &str, version: &str) -> Arc<BTreeMap<String, Value>> {
+pub fn schemas_for(group: &str, version: &str) -> Arc<Schemas> {
     // Computed once per group/version: kubectl fetches these documents on every apply.
-    static CACHE: OnceLock<Mutex<HashMap<(String, String), Arc<BTreeMap<String, Value>>>>> = OnceLock::new();
+    static CACHE: OnceLock<Mutex<HashMap<(String, String), Arc<Schemas>>>> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
     let key = (group.to_string(), version.to_string());
     if let Some(hit) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
