@@ -123,7 +123,8 @@ pub type Schemas = BTreeMap<String, Value>;
 /// definition name.
 pub fn schemas_for(group: &str, version: &str) -> Arc<Schemas> {
     // Computed once per group/version: kubectl fetches these documents on every apply.
-    static CACHE: OnceLock<Mutex<HashMap<(String, String), Arc<Schemas>>>> = OnceLock::new();
+    type Cache = Mutex<HashMap<(String, String), Arc<Schemas>>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
     let key = (group.to_string(), version.to_string());
     if let Some(hit) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
