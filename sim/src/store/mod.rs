@@ -288,13 +288,20 @@ impl Store {
                     .tables
                     .get(&info.storage)
                     .map(|t| {
-                        t.iter()
-                            .filter(|((ns, _), _)| namespace.is_none_or(|n| n == ns))
-                            .filter(|(_, o)| {
-                                labels.matches_object(o) && fields.matches(&convert::to_version(&info, o, &gvr.version))
-                            })
-                            .map(|(_, o)| o.clone())
-                            .collect()
+                        // Objects are keyed by (namespace, name): one namespace is a range.
+                        let rows: Box<dyn Iterator<Item = (&ObjectKey, &Arc<Value>)>> = match namespace {
+                            Some(n) => Box::new(
+                                t.range((n.to_string(), String::new())..)
+                                    .take_while(move |((ns, _), _)| ns == n),
+                            ),
+                            None => Box::new(t.iter()),
+                        };
+                        rows.filter(|(_, o)| {
+                            labels.matches_object(o)
+                                && (fields.is_empty() || fields.matches(&convert::to_version(&info, o, &gvr.version)))
+                        })
+                        .map(|(_, o)| o.clone())
+                        .collect()
                     })
                     .unwrap_or_default();
                 let (page, rest) = split_page(matching, opts.limit);
