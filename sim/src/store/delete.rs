@@ -15,7 +15,8 @@ use crate::meta;
 use crate::registry::{Gvr, ResourceInfo};
 use crate::status::ApiError;
 
-const MAX_RETRIES: usize = 16;
+/// Optimistic retries of one write racing others (etcd3's GuaranteedUpdate retries until it wins).
+const MAX_RETRIES: usize = 1000;
 
 /// The result of a delete.
 #[derive(Debug, Clone)]

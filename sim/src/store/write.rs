@@ -82,7 +82,8 @@ enum Change<'a> {
     Patch(&'a PatchBody),
 }
 
-const MAX_RETRIES: usize = 16;
+/// Optimistic retries of one write racing others (etcd3's GuaranteedUpdate retries until it wins).
+const MAX_RETRIES: usize = 1000;
 
 fn schema<'a>(info: &'a ResourceInfo, version: &str) -> KindSchema<'a> {
     KindSchema::new(
