@@ -163,6 +163,89 @@ fn compute(group: &str, version: &str) -> BTreeMap<String, Value> {
         .collect()
 }
 
+/// Fields of a built-in object that its kind does not have, as the apiserver's strict decoding
+/// reports them (`spec.containers[0].imagee`). Empty for kinds without a schema here.
+pub fn unknown_fields(group: &str, version: &str, kind: &str, obj: &Value) -> Vec<String> {
+    let defs = definitions();
+    let root = defs.values().find(|s| {
+        s.get("x-kubernetes-group-version-kind")
+            .and_then(Value::as_array)
+            .is_some_and(|a| {
+                a.iter()
+                    .any(|g| g["group"] == group && g["version"] == version && g["kind"] == kind)
+            })
+    });
+    let mut out = Vec::new();
+    if let Some(root) = root {
+        walk_unknown(obj, root, defs, "", &mut out, 0);
+    }
+    out
+}
+
+/// Follows `$ref` and single-element `allOf` wrappers to the schema that describes a value.
+fn resolve<'a>(schema: &'a Value, defs: &'a Map<String, Value>) -> &'a Value {
+    let mut cur = schema;
+    for _ in 0..8 {
+        if let Some(r) = cur
+            .get("$ref")
+            .and_then(Value::as_str)
+            .and_then(|r| r.strip_prefix("#/components/schemas/"))
+        {
+            match defs.get(r) {
+                Some(next) => cur = next,
+                None => return cur,
+            }
+        } else if let Some([only]) = cur.get("allOf").and_then(Value::as_array).map(Vec::as_slice) {
+            cur = only;
+        } else {
+            return cur;
+        }
+    }
+    cur
+}
+
+fn walk_unknown(
+    value: &Value,
+    schema: &Value,
+    defs: &Map<String, Value>,
+    path: &str,
+    out: &mut Vec<String>,
+    depth: usize,
+) {
+    // Deeply nested CRD schemas (JSONSchemaProps) recurse; real objects are far shallower.
+    if depth > 64 {
+        return;
+    }
+    let schema = resolve(schema, defs);
+    match value {
+        Value::Object(map) => {
+            let props = schema.get("properties").and_then(Value::as_object);
+            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+            for (k, v) in map {
+                let field = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                match (props.and_then(|p| p.get(k)), additional) {
+                    (Some(s), _) | (None, Some(s)) => walk_unknown(v, s, defs, &field, out, depth + 1),
+                    // A schema without properties (RawExtension, JSON) takes anything.
+                    (None, None) if props.is_some() => out.push(field),
+                    (None, None) => {}
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = schema.get("items") {
+                for (i, item) in items.iter().enumerate() {
+                    walk_unknown(item, item_schema, defs, &format!("{path}[{i}]"), out, depth + 1);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 fn collect_refs(v: &Value, out: &mut Vec<String>) {
     match v {
         Value::Object(m) => {
@@ -183,6 +266,21 @@ fn collect_refs(v: &Value, out: &mut Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unknown_fields_of_built_in_objects() {
+        let pod = json!({ "apiVersion": "v1", "kind": "Pod", "metadata": { "name": "p", "labels": { "a": "b" }, "bogus": 1 },
+            "spec": { "containers": [{ "name": "c", "image": "i", "imagee": "x", "resources": { "limits": { "cpu": "1" } },
+                "env": [{ "name": "A", "valueFrom": { "fieldRef": { "fieldPath": "metadata.name" } } }] }],
+                "nodeSelector": { "any": "thing" } }, "status": { "phase": "Running" } });
+        assert_eq!(
+            unknown_fields("", "v1", "Pod", &pod),
+            ["metadata.bogus", "spec.containers[0].imagee"]
+        );
+        let crd = json!({ "spec": { "versions": [{ "name": "v1", "schema": { "openAPIV3Schema": { "type": "object",
+            "properties": { "spec": { "x-kubernetes-preserve-unknown-fields": true } } } } }] } });
+        assert!(unknown_fields("apiextensions.k8s.io", "v1", "CustomResourceDefinition", &crd).is_empty());
+    }
 
     #[test]
     fn pods_with_their_references_and_merge_keys() {

@@ -225,6 +225,21 @@ async fn kubectl_works_against_the_sim() {
         "{described}"
     );
 
+    // kubectl asks for strict field validation: a typo is a 400, worded as the apiserver words it.
+    let typo = write(
+        "typo.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: typo\n  namespace: spark-test\ndata:\n  k: v\nbogus: 1\n",
+    );
+    let out = k.run(&["apply", "-f", &typo]).await;
+    assert!(
+        !out.ok
+            && out.stderr.contains(
+                r#"ConfigMap in version "v1" cannot be handled as a ConfigMap: strict decoding error: unknown field "bogus""#
+            ),
+        "{}",
+        out.stderr
+    );
+
     // explain reads /openapi/v3, for built-in kinds and CRDs alike.
     let explained = k.ok(&["explain", "pods.spec.containers.env"]).await;
     assert!(

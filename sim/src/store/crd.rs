@@ -213,18 +213,23 @@ fn schema_of<'a>(info: &'a ResourceInfo, version: &str) -> Option<&'a Value> {
     info.crd.as_ref().and_then(|c| c.schemas.get(version))
 }
 
-/// Decoding a custom resource: unknown fields are pruned and reported per `fieldValidation`
-/// (`Strict`: 400; `Warn`, the default: warnings; `Ignore`), then defaults are applied.
+/// Decoding: unknown fields are reported per `fieldValidation` (`Strict`: 400; `Warn`, the
+/// default: warnings; `Ignore`). Custom resources are also pruned and defaulted by their schema;
+/// built-in objects are checked against k8s-openapi's schemas (in their stored version) and kept
+/// as sent.
 pub fn decode(
     info: &ResourceInfo,
     version: &str,
     obj: &mut Value,
     field_validation: Option<&str>,
 ) -> Result<Vec<String>, ApiError> {
-    let Some(schema) = schema_of(info, version) else {
-        return Ok(Vec::new());
+    let unknown = match schema_of(info, version) {
+        Some(schema) => schema::prune_and_default(obj, schema),
+        None if info.crd.is_none() => {
+            crate::openapi_builtin::unknown_fields(&info.storage.group, &info.storage_version, &info.kind, obj)
+        }
+        None => return Ok(Vec::new()),
     };
-    let unknown = schema::prune_and_default(obj, schema);
     if unknown.is_empty() {
         return Ok(Vec::new());
     }
