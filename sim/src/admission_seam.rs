@@ -114,4 +114,11 @@ pub trait AdmissionPlugin: Send + Sync + 'static {
         let _ = request;
         Box::pin(async { Ok(()) })
     }
+
+    /// What the store calls in the validating phase. By default [`AdmissionPlugin::validate`];
+    /// override it instead when the plugin returns warnings (push them to
+    /// `request.warnings`, the only field it may change).
+    fn validate_with_warnings<'a>(&'a self, request: &'a mut AdmissionRequest) -> BoxFuture<'a, Result<(), ApiError>> {
+        Box::pin(async move { self.validate(request).await })
+    }
 }

@@ -105,13 +105,11 @@ pub fn v3_group_version(reg: &Registry, group: &str, version: &str) -> Option<Va
         } else {
             json!({ "200": { "description": "OK" } })
         };
-        // Unknown fields are only detected for custom resources (their schemas are known), so
-        // only their write operations advertise `fieldValidation`.
-        let mut write_params =
-            vec![json!({ "name": "dryRun", "in": "query", "schema": { "type": "string", "uniqueItems": true } })];
-        if info.is_crd_backed() {
-            write_params.push(json!({ "name": "fieldValidation", "in": "query", "schema": { "type": "string", "uniqueItems": true } }));
-        }
+        // kubectl reads `fieldValidation` here to decide that the server checks unknown fields.
+        let write_params = vec![
+            json!({ "name": "dryRun", "in": "query", "schema": { "type": "string", "uniqueItems": true } }),
+            json!({ "name": "fieldValidation", "in": "query", "schema": { "type": "string", "uniqueItems": true } }),
+        ];
         let op = |action: &str, params: &[Value]| json!({ "x-kubernetes-action": action, "x-kubernetes-group-version-kind": gvk, "parameters": params, "responses": response });
         paths.insert(
             format!("{scope}/{}", info.resource),

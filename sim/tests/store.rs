@@ -955,3 +955,29 @@ async fn delete_collection_and_namespace_termination() {
     assert!(done.object["metadata"]["deletionTimestamp"].is_string());
     assert!(store.get(&ns, "", "team").is_err());
 }
+
+/// A validating plugin that warns.
+struct Warner;
+
+impl AdmissionPlugin for Warner {
+    fn name(&self) -> &str {
+        "warner"
+    }
+    fn validate_with_warnings<'a>(&'a self, req: &'a mut AdmissionRequest) -> BoxFuture<'a, Result<(), ApiError>> {
+        Box::pin(async move {
+            req.warnings.push(format!("{} is deprecated", req.resource));
+            Ok(())
+        })
+    }
+}
+
+#[tokio::test]
+async fn validating_admission_can_return_warnings() {
+    let store = Store::new(StoreConfig::default());
+    store.add_admission_plugin(Arc::new(Warner));
+    let written = store
+        .create(&cms(), "ns", json!({ "metadata": { "name": "w" } }), &opts("t"))
+        .await
+        .unwrap();
+    assert_eq!(written.warnings, ["configmaps is deprecated"]);
+}

@@ -81,7 +81,7 @@ impl Store {
             req.object = None;
             req.name = name.to_string();
             self.mutate(&mut req).await?;
-            self.validate(&req).await?;
+            self.validate(&mut req).await?;
 
             let mut next = (*current).clone();
             let mut finalizers = meta::finalizers(&next);

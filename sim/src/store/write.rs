@@ -204,7 +204,7 @@ impl Store {
         }
         req.object = Some(convert::to_version(info, &stored, &gvr.version));
         req.name = meta::name(&stored).to_string();
-        self.validate(&req).await?;
+        self.validate(&mut req).await?;
 
         let schema = schema(info, &gvr.version);
         if applied_by.is_none() {
@@ -511,7 +511,7 @@ impl Store {
                 return Err(ApiError::invalid(&info.group, &info.kind, name, causes));
             }
             req.object = Some(convert::to_version(info, &new, &gvr.version));
-            self.validate(&req).await?;
+            self.validate(&mut req).await?;
 
             if !applied_managed {
                 let manager = opts.manager();
@@ -655,9 +655,9 @@ impl Store {
     }
 
     /// The validating admission phase.
-    pub(super) async fn validate(&self, req: &AdmissionRequest) -> Result<(), ApiError> {
+    pub(super) async fn validate(&self, req: &mut AdmissionRequest) -> Result<(), ApiError> {
         for plugin in self.admission_plugins() {
-            plugin.validate(req).await?;
+            plugin.validate_with_warnings(req).await?;
         }
         Ok(())
     }
