@@ -1,5 +1,6 @@
 //! `--pod-gc instant`: a pod is deleted from the API the moment it finishes, while the node's
 //! runtime still lists its exited container (and keeps its log) until container GC.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::time::Duration;
 

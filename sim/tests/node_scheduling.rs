@@ -1,5 +1,6 @@
 //! The scheduler: taints and tolerations, node affinity, resources, and the real
 //! `PodScheduled=False, Unschedulable` condition for a pod that fits nowhere.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::time::Duration;
 

@@ -2,6 +2,7 @@
 //! to Succeeded after creating and deleting its executors as Spark does; `kubectl logs` shows
 //! its log, which is on the node's disk in the CRI format. Plus the failure modes: a missing
 //! ConfigMap (ContainerCreating, as the kubelet does) and an OOM-killed executor.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

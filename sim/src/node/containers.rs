@@ -312,10 +312,17 @@ impl Worker {
     }
 }
 
-/// A stable hash of the container spec, as the kubelet annotates containers with.
+/// A stable hash of what identifies the container's spec (name, image, command, args), as the
+/// kubelet annotates containers with a hash of their spec.
 fn container_hash(spec: &Value) -> String {
     use std::hash::{Hash as _, Hasher as _};
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    spec.to_string().hash(&mut h);
+    for field in ["name", "image", "command", "args"] {
+        match spec.get(field) {
+            Some(Value::String(s)) => s.hash(&mut h),
+            Some(Value::Array(items)) => items.iter().filter_map(Value::as_str).for_each(|s| s.hash(&mut h)),
+            _ => 0u8.hash(&mut h),
+        }
+    }
     format!("{:x}", h.finish() as u32)
 }

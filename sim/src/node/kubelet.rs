@@ -60,7 +60,7 @@ impl Kubelet {
             .await
             .map_err(|source| NodeError::Register {
                 node: spec.name.clone(),
-                source,
+                source: Box::new(source),
             })?;
         let (online, online_rx) = watch::channel(true);
         let ctx = Arc::new(WorkerCtx {

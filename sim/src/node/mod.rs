@@ -58,7 +58,7 @@ pub enum NodeError {
     #[error("serving the node's CRI socket: {0}")]
     Socket(#[source] spark_operator_proto::unix::UnixSocketError),
     #[error("registering node {node}: {source}")]
-    Register { node: String, source: ApiError },
+    Register { node: String, source: Box<ApiError> },
     #[error("node {0:?} already exists in this sim")]
     DuplicateNode(String),
     #[error("there is no node {0:?} in this sim (nodes: {1})")]
@@ -68,7 +68,7 @@ pub enum NodeError {
     #[error("pod {0} is not running on any node of this sim")]
     PodNotRunning(String),
     #[error("marking pod {pod} as evicted: {source}")]
-    Evict { pod: String, source: ApiError },
+    Evict { pod: String, source: Box<ApiError> },
 }
 
 /// What every node component shares.
@@ -301,7 +301,7 @@ impl NodeCluster {
             .await
             .map_err(|source| NodeError::Evict {
                 pod: full.clone(),
-                source,
+                source: Box::new(source),
             })?;
         if !kubelet.send(&uid, pod_worker::WorkerMsg::Evict { message }) {
             return Err(NodeError::PodNotRunning(full));

@@ -73,6 +73,8 @@ struct Container {
 struct State {
     sandboxes: HashMap<String, Sandbox>,
     containers: HashMap<String, Container>,
+    /// Sandbox ids by pod uid.
+    by_uid: HashMap<String, Vec<String>>,
     /// Host octets (last byte) of the pod IPs in use.
     ips_in_use: BTreeSet<u8>,
     next_ip: u8,
@@ -221,6 +223,7 @@ impl Runtime {
             annotations,
             containers: Vec::new(),
         };
+        st.by_uid.entry(sandbox.uid.clone()).or_default().push(id.clone());
         st.sandboxes.insert(id.clone(), sandbox);
         self.emit(&st, &id, &id, cri::ContainerEventType::ContainerCreatedEvent);
         self.emit(&st, &id, &id, cri::ContainerEventType::ContainerStartedEvent);
@@ -318,12 +321,7 @@ impl Runtime {
     /// first, then the sandbox, each with a deleted event.
     pub fn remove_pod(&self, pod_uid: &str) {
         let mut st = self.lock();
-        let sandboxes: Vec<String> = st
-            .sandboxes
-            .values()
-            .filter(|s| s.uid == pod_uid)
-            .map(|s| s.id.clone())
-            .collect();
+        let sandboxes: Vec<String> = st.by_uid.remove(pod_uid).unwrap_or_default();
         for sb_id in sandboxes {
             let containers = st
                 .sandboxes
@@ -356,7 +354,7 @@ impl Runtime {
 
     /// Whether anything of this pod is still known to the runtime.
     pub fn has_pod(&self, pod_uid: &str) -> bool {
-        self.lock().sandboxes.values().any(|s| s.uid == pod_uid)
+        self.lock().by_uid.contains_key(pod_uid)
     }
 
     fn emit(&self, st: &State, container_id: &str, sandbox_id: &str, kind: cri::ContainerEventType) {

@@ -128,7 +128,6 @@ struct Executor {
     running_since: Option<Instant>,
     /// The driver let it go (shutdown or delete): its end is not a failure.
     released: bool,
-    finished: bool,
 }
 
 struct Driver {
@@ -142,7 +141,13 @@ struct Driver {
     config_map: String,
     user: UserInfo,
     rx: mpsc::UnboundedReceiver<PodEvent>,
+    /// Executors created and not yet finished (finished ones are forgotten: bounded memory).
     execs: HashMap<u64, Executor>,
+    /// Executors seen running for the first time, for the churn loop to schedule their release.
+    newly_running: Vec<u64>,
+    /// Whether a failed executor is replaced at once (static allocation; the churn loop keeps
+    /// its own count).
+    replace_failed: bool,
     next_id: u64,
     failures: i64,
     max_failures: i64,
@@ -243,6 +248,8 @@ pub(crate) async fn run(ctx: ProcessCtx, mut signals: watch::Receiver<Signal>) -
         user,
         rx,
         execs: HashMap::new(),
+        newly_running: Vec::new(),
+        replace_failed: true,
         next_id: 0,
         failures: 0,
         max_failures,
@@ -347,7 +354,7 @@ impl Driver {
             self.create_executor().await;
         }
         loop {
-            let live: Vec<&Executor> = self.execs.values().filter(|e| !e.finished).collect();
+            let live: Vec<&Executor> = self.execs.values().collect();
             if live.len() as i64 >= target && live.iter().all(|e| e.running_since.is_some()) {
                 self.ctx.out("INFO KubernetesClusterSchedulerBackend: SchedulerBackend is ready for scheduling beginning after reached minRegisteredResourcesRatio: 0.8");
                 return Ok(());
@@ -372,28 +379,22 @@ impl Driver {
         signals: &mut watch::Receiver<Signal>,
     ) -> Result<(), Stop> {
         let interval = rate.map(|r| Duration::from_secs_f64(1.0 / r));
+        let max_execs = usize::try_from(max_execs).unwrap_or(usize::MAX);
         let mut next_create = Instant::now();
         let mut release: BinaryHeap<Reverse<(Instant, u64)>> = BinaryHeap::new();
         let mut created = 0u64;
-        let mut scheduled: std::collections::HashSet<u64> = std::collections::HashSet::new();
+        self.replace_failed = false;
         loop {
             let now = Instant::now();
-            let live = self.execs.values().filter(|e| !e.finished).count() as i64;
-            let mut made = 0;
-            while created < total && live + made < max_execs && next_create <= now {
+            while created < total && self.execs.len() < max_execs && next_create <= now {
                 self.create_executor().await;
                 created += 1;
-                made += 1;
                 if let Some(i) = interval {
                     next_create = (next_create + i).max(now - i);
                 }
             }
-            for (id, e) in &self.execs {
-                if let (Some(since), false, false) = (e.running_since, e.released, e.finished)
-                    && scheduled.insert(*id)
-                {
-                    release.push(Reverse((since + lifetime, *id)));
-                }
+            for id in self.newly_running.drain(..) {
+                release.push(Reverse((now + lifetime, id)));
             }
             while let Some(Reverse((due, id))) = release.peek().copied() {
                 if due > now {
@@ -402,15 +403,14 @@ impl Driver {
                 release.pop();
                 self.release(id).await;
             }
-            let live = self.execs.values().filter(|e| !e.finished).count();
-            if created >= total && live == 0 {
+            if created >= total && self.execs.is_empty() {
                 self.ctx.out(&format!(
                     "INFO ExecutorPodsAllocator: churned through {created} executors"
                 ));
                 return Ok(());
             }
             let mut wake = release.peek().map(|Reverse((t, _))| *t);
-            if created < total && (live as i64) < max_execs {
+            if created < total && self.execs.len() < max_execs {
                 wake = Some(wake.map_or(next_create, |w| w.min(next_create)));
             }
             tokio::select! {
@@ -477,7 +477,6 @@ impl Driver {
                         uid: String::new(),
                         running_since: None,
                         released: false,
-                        finished: false,
                     },
                 );
             }
@@ -538,13 +537,14 @@ impl Driver {
             .unwrap_or("Pending");
         if phase == "Running" && e.running_since.is_none() {
             e.running_since = Some(Instant::now());
+            self.newly_running.push(id);
         }
         let terminal = matches!(phase, "Succeeded" | "Failed");
-        if !(terminal || deleted) || e.finished {
+        if !(terminal || deleted) {
             return Ok(());
         }
-        e.finished = true;
         let (released, name) = (e.released, e.name.clone());
+        self.execs.remove(&id);
         if !released {
             self.failures += 1;
             let why = if deleted {
@@ -567,7 +567,7 @@ impl Driver {
         if terminal && !deleted && self.delete_on_termination {
             self.delete_pod(&name).await;
         }
-        if !released && !deleted {
+        if !released && !deleted && self.replace_failed {
             // The allocator asks for a replacement to keep the target.
             self.create_executor().await;
         }
@@ -577,17 +577,9 @@ impl Driver {
     /// `SparkContext.stop()`: executors shut down, then their pods, ConfigMap and the driver
     /// Service are deleted.
     async fn stop(&mut self) {
-        let ids: Vec<u64> = self
-            .execs
-            .iter()
-            .filter(|(_, e)| !e.finished)
-            .map(|(id, _)| *id)
-            .collect();
-        for id in ids {
-            if let Some(e) = self.execs.get_mut(&id) {
-                e.released = true;
-                self.shared.signal_executor(&e.node, &e.uid);
-            }
+        for e in self.execs.values_mut() {
+            e.released = true;
+            self.shared.signal_executor(&e.node, &e.uid);
         }
         let opts = DeleteOptions {
             user: self.user.clone(),
