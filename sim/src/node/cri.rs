@@ -17,13 +17,16 @@ use super::runtime::{Runtime, RuntimeError};
 pub struct CriService {
     runtime: Arc<Runtime>,
     node: String,
+    /// Ends open event streams when the node shuts down, as a stopping containerd does.
+    stop: tokio::sync::watch::Receiver<bool>,
 }
 
 impl CriService {
-    pub fn new(runtime: Arc<Runtime>, node: impl Into<String>) -> Self {
+    pub fn new(runtime: Arc<Runtime>, node: impl Into<String>, stop: tokio::sync::watch::Receiver<bool>) -> Self {
         Self {
             runtime,
             node: node.into(),
+            stop,
         }
     }
 }
@@ -126,6 +129,10 @@ impl RuntimeService for CriService {
                 }
             }
         });
-        Ok(Response::new(stream.boxed()))
+        let mut stop = self.stop.clone();
+        let stopped = async move {
+            let _ = stop.wait_for(|s| *s).await;
+        };
+        Ok(Response::new(stream.take_until(stopped).boxed()))
     }
 }

@@ -92,7 +92,7 @@ impl Kubelet {
 
         let socket = root.join("cri.sock");
         let listener = spark_operator_proto::unix::bind_unix_listener(&socket).map_err(NodeError::Socket)?;
-        let service = RuntimeServiceServer::new(CriService::new(runtime, spec.name.clone()));
+        let service = RuntimeServiceServer::new(CriService::new(runtime, spec.name.clone(), shared.stop.subscribe()));
         let mut stop = shared.stop.subscribe();
         tasks.push(tokio::spawn(async move {
             let shutdown = async move {

@@ -12,7 +12,7 @@ use tokio::sync::broadcast;
 
 /// How many container events a slow `GetContainerEvents` client may fall behind before it misses
 /// some (containerd drops events when its queue is full, too).
-const EVENT_BUFFER: usize = 65_536;
+const EVENT_BUFFER: usize = 16_384;
 
 /// A runtime call that failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -338,6 +338,6 @@ mod tests {
         })
         .unwrap_err();
         assert!(err.contains("Must specify the executor container image"));
-        assert_eq!(unique_id().len(), 16);
+        assert!((15..=16).contains(&unique_id().len()));
     }
 }
