@@ -188,6 +188,35 @@ async fn waiting_reasons_restarts_and_previous_logs() {
         "{err}"
     );
 
+    // `logs -f`: what is there, then new lines until the container ends.
+    let talker = pod(
+        "talker",
+        json!({ "sim.spark-operator.dev/run-time": "300ms", "sim.spark-operator.dev/log": "first", "sim.spark-operator.dev/exit-log": "last" }),
+        json!({}),
+        "Never",
+    );
+    pods.create(&pp, &talker).await.expect("create");
+    until(&pods, "talker", "talker running", |p| p["status"]["phase"] == "Running").await;
+    let stream = pods
+        .log_stream(
+            "talker",
+            &LogParams {
+                follow: true,
+                ..LogParams::default()
+            },
+        )
+        .await
+        .expect("follow");
+    let mut followed = Vec::new();
+    let mut lines = futures::AsyncBufReadExt::lines(stream);
+    while let Some(line) = tokio::time::timeout(Duration::from_secs(20), futures::StreamExt::next(&mut lines))
+        .await
+        .expect("the followed log ends when the container does")
+    {
+        followed.push(line.expect("line"));
+    }
+    assert_eq!(followed, ["first", "last"]);
+
     // SIGTERM ignored: SIGKILL when the 2 s grace period ends, exit 137.
     let stubborn = pod(
         "stubborn",
