@@ -33,6 +33,12 @@ enum Command {
         /// Seconds between watch bookmarks.
         #[arg(long, env = "KUBE_SIM_BOOKMARK_INTERVAL_SECONDS", default_value_t = 60)]
         bookmark_interval_seconds: u64,
+        /// Number of nodes (sim-node-1 .. sim-node-N), each with a kubelet and a CRI socket.
+        #[arg(long, env = "KUBE_SIM_NODES", default_value_t = 1)]
+        nodes: usize,
+        /// Terminated-pod GC: instant, off, or a delay such as 30s.
+        #[arg(long, env = "KUBE_SIM_POD_GC", default_value = "off")]
+        pod_gc: kube_sim::node::PodGc,
     },
 }
 
@@ -49,11 +55,18 @@ async fn main() -> anyhow::Result<()> {
             kubeconfig,
             port,
             bookmark_interval_seconds,
+            nodes,
+            pod_gc,
         } => {
             let mut config = SimConfig::new(data_dir);
             config.kubeconfig_path = kubeconfig;
             config.port = port;
             config.bookmark_interval = Duration::from_secs(bookmark_interval_seconds.max(1));
+            config.nodes = kube_sim::node::NodesConfig::with_nodes(nodes);
+            config.nodes.pod_gc = pod_gc;
+            // Pods mount kube-root-ca.crt through their API-access volume; with nodes running
+            // pods it must exist, as in a real cluster.
+            config.root_ca_configmap |= nodes > 0;
             let sim = Sim::start(config).await.context("starting kube-sim")?;
             println!(
                 "kube-sim serving at {} (kubeconfig: {})",

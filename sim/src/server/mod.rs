@@ -28,6 +28,8 @@ pub(crate) struct AppState {
     /// `host:port`, for `/api`'s serverAddressByClientCIDRs.
     pub server_address: String,
     pub bookmark_interval: Duration,
+    /// For `pods/log`: node log files live under `<data_dir>/nodes/<node>/var/log/pods`.
+    pub data_dir: std::path::PathBuf,
 }
 
 /// A running listener.
