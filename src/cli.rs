@@ -4,6 +4,8 @@
 
 use clap::{Parser, Subcommand};
 
+use crate::commands::cleanup::CleanupArgs;
+use crate::commands::controller::ControllerArgs;
 use crate::commands::crd::CrdArgs;
 use crate::commands::validate::ValidateArgs;
 
@@ -22,6 +24,11 @@ pub enum Command {
     /// Check SparkApplication and ScheduledSparkApplication manifests offline, as CI pipelines need:
     /// every error with its field path, unknown fields as warnings; exits 1 on any error.
     Validate(ValidateArgs),
+    /// Reconcile SparkApplications: submit drivers natively, follow them, retry, record their ends.
+    Controller(Box<ControllerArgs>),
+    /// Release the driver-protection finalizer of every pod the operator launched (before uninstalling;
+    /// usable as a Helm pre-delete hook).
+    Cleanup(CleanupArgs),
 }
 
 #[cfg(test)]

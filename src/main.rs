@@ -21,5 +21,13 @@ fn main() -> anyhow::Result<ExitCode> {
         Command::Validate(args) => {
             commands::validate::run(&args, io::stdin().lock(), &mut out).context("spark-operator validate")
         }
+        Command::Controller(args) => {
+            commands::controller::run(*args).context("spark-operator controller")?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Cleanup(args) => {
+            commands::cleanup::run(&args, &mut out).context("spark-operator cleanup")?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }

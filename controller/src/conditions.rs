@@ -21,6 +21,8 @@ pub fn set(
 ) {
     let status = if status { "True" } else { "False" };
     let message = message.into();
+    // Stored with second precision: keeping that here makes "did the status change" exact.
+    let now = Timestamp::from_second(now.as_second()).unwrap_or(now);
     if let Some(existing) = conditions.iter_mut().find(|c| c.type_ == type_) {
         if existing.status != status {
             existing.last_transition_time = Time(now);

@@ -5,7 +5,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::Namespace;
+
+use crate::pod::SparkPod as Pod;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::config::ControllerArgs;

@@ -8,7 +8,7 @@
 //! - when the pod's application is gone (or is being deleted), so no pod is ever stranded;
 //! - by `spark-operator cleanup`, which releases every pod's finalizer (uninstall, Helm pre-delete hook).
 
-use k8s_openapi::api::core::v1::Pod;
+use crate::pod::SparkPod as Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 use spark_operator_api::SparkApplication;

@@ -3,13 +3,14 @@
 //! without pods.
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use spark_operator_api::labels::{
     DRIVER_CONTAINER_NAME, EXECUTOR_CONTAINER_NAME, FINALIZER_DRIVER_PROTECTION, LABEL_APP_NAME,
     LABEL_SPARK_APP_SELECTOR, LABEL_SPARK_EXEC_ID, LABEL_SPARK_ROLE, LABEL_SUBMISSION_ID, SparkRole,
 };
 use spark_operator_api::state::{DriverState, ExecutorState, TerminationObserver};
 use spark_operator_api::status::{MAX_LOG_TAIL_BYTES, TerminationRecord};
+
+use crate::pod::{ContainerStatus, SparkPod as Pod};
 
 /// Container waiting reasons that mean the driver cannot start without someone fixing something.
 pub const STUCK_WAITING_REASONS: [&str; 4] = [
@@ -81,7 +82,7 @@ fn timestamp(time: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>
 
 /// The status of the Spark container: the one with Spark's name, else the first.
 fn spark_container<'a>(pod: &'a Pod, name: &str) -> Option<&'a ContainerStatus> {
-    let statuses = pod.status.as_ref()?.container_statuses.as_ref()?;
+    let statuses = &pod.status.as_ref()?.container_statuses;
     statuses.iter().find(|c| c.name == name).or_else(|| statuses.first())
 }
 
@@ -135,7 +136,6 @@ fn start_problem(pod: &Pod, container: &str) -> Option<StartProblem> {
     }
     let unschedulable = status
         .conditions
-        .as_ref()?
         .iter()
         .find(|c| c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some(UNSCHEDULABLE))?;
     Some(StartProblem {

@@ -12,9 +12,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::pod::SparkPod as Pod;
 use futures::{Stream, StreamExt, TryStreamExt};
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller, Error as ControllerError};
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -144,7 +144,13 @@ async fn observe_driver(ctx: &Ctx, app: &SparkApplication, namespace: &str) -> R
     let current = pod
         .as_ref()
         .is_some_and(|p| observe::submission_id(p) == Some(status.submission_id.as_str()));
-    if !current && must_confirm(&status) {
+    // Waiting for a driver to go (rerun, suspend, invalidate) reads it live: the cache may lag, and
+    // progress must not depend on one more pod event arriving.
+    let waiting_for_removal = matches!(
+        status.application_state.state,
+        S::PendingRerun | S::Resuming | S::Invalidating | S::Suspending
+    );
+    if (!current || waiting_for_removal) && must_confirm(&status) {
         let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
         pod = api
             .get_opt(&name)
@@ -459,6 +465,7 @@ pub struct PodObserver {
 
 impl PodObserver {
     pub fn observe(&self, event: &watcher::Event<Pod>) {
+        tracing::trace!(?event, "pod event");
         match event {
             watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) => self.pod(pod, false),
             watcher::Event::Delete(pod) => self.pod(pod, true),
@@ -571,7 +578,12 @@ pub async fn run_controller(
     let ready = app_store.clone();
     let gated: std::pin::Pin<Box<dyn Stream<Item = _> + Send>> = Box::pin(
         futures::stream::once(async move {
-            let _ = ready.wait_until_ready().await;
+            // The store's readiness wakes only its last waiter (the controller's runner), so poll again
+            // now and then rather than wait for a wake-up that may never come.
+            while tokio::time::timeout(Duration::from_millis(50), ready.wait_until_ready())
+                .await
+                .is_err()
+            {}
             pod_events
         })
         .flatten(),

@@ -6,7 +6,9 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::Namespace;
+
+use crate::pod::SparkPod as Pod;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use spark_operator_api::SparkApplication;

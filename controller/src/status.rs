@@ -149,8 +149,14 @@ pub enum Error {
 
 /// True when the stored status already says this (compared as written, with timestamps in seconds).
 pub fn unchanged(stored: Option<&SparkApplicationStatus>, wanted: &SparkApplicationStatus) -> bool {
-    let stored = stored.cloned().unwrap_or_default();
-    serde_json::to_value(&stored).ok() == serde_json::to_value(wanted).ok()
+    match stored {
+        // Every timestamp the controller writes has second precision, so equal values are equal JSON.
+        Some(stored) if stored == wanted => true,
+        stored => {
+            let stored = stored.cloned().unwrap_or_default();
+            serde_json::to_value(&stored).ok() == serde_json::to_value(wanted).ok()
+        }
+    }
 }
 
 /// The smallest JSON merge patch turning `old` into `new`: changed keys, `null` for removed ones, so

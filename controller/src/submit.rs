@@ -19,7 +19,6 @@ use spark_operator_api::defaults::apply_defaults;
 use spark_operator_api::labels::{FINALIZER_DRIVER_PROTECTION, LABEL_APP_NAME, LABEL_LAUNCHED_BY_SPARK_OPERATOR};
 
 use crate::context::Settings;
-use crate::observe;
 use crate::state::SubmitOutcome;
 use crate::submission::{SubmissionIds, SubmissionInput, build_submission};
 
@@ -227,7 +226,11 @@ fn judge_existing(pod: &Pod, app: &SparkApplication, submission_id: &str) -> Exi
     if !launched || !same_app {
         return Existing::Foreign;
     }
-    if observe::submission_id(pod) == Some(submission_id) {
+    if labels
+        .get(spark_operator_api::labels::LABEL_SUBMISSION_ID)
+        .map(String::as_str)
+        == Some(submission_id)
+    {
         Existing::Ours
     } else {
         Existing::EarlierRun

@@ -1,5 +1,7 @@
 //! One module per subcommand, each with its `Args`, its error type and `run`.
 
+pub mod cleanup;
+pub mod controller;
 pub mod crd;
 pub mod documents;
 pub mod validate;
