@@ -1,0 +1,310 @@
+//! The harness of the end-to-end tests: a simulated cluster (kube-sim, with nodes, kubelets and the
+//! fake Spark driver) with the CRDs installed, controllers run in-process (and killed by aborting
+//! their task), and bounded waits. Tests never assert on wall-clock time; every wait has a deadline
+//! that only bounds how long a failure takes to show.
+//!
+//! This crate is test code only: a panic here is a failed test, so it may `expect`.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::Duration;
+
+use clap::Parser;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ListParams, PostParams};
+use kube_sim::node::{NodeSpec, NodesConfig, PodGc};
+use kube_sim::{Sim, SimConfig};
+use spark_operator_api::SparkApplication;
+use spark_operator_controller::ControllerArgs;
+
+/// How the simulated cluster is made.
+#[derive(Clone, Debug)]
+pub struct ClusterOptions {
+    pub nodes: usize,
+    /// CPUs of each node (big nodes let hundreds of applications run at once).
+    pub node_cpu: String,
+    pub node_memory: String,
+    pub node_pods: u32,
+    pub pod_gc: PodGc,
+    /// Record the kubelets' Normal events (off for big churn runs: they triple the writes per pod).
+    pub normal_events: bool,
+}
+
+impl Default for ClusterOptions {
+    fn default() -> Self {
+        Self {
+            nodes: 3,
+            node_cpu: "8".into(),
+            node_memory: "32Gi".into(),
+            node_pods: 110,
+            pod_gc: PodGc::Off,
+            normal_events: true,
+        }
+    }
+}
+
+impl ClusterOptions {
+    /// Nodes big enough for a few hundred small applications at once.
+    pub fn big() -> Self {
+        Self {
+            node_cpu: "1000".into(),
+            node_memory: "4000Gi".into(),
+            node_pods: 5000,
+            ..Self::default()
+        }
+    }
+}
+
+/// A running simulated cluster with the operator's CRDs.
+pub struct Cluster {
+    pub sim: Sim,
+    pub client: kube::Client,
+    _dir: tempfile::TempDir,
+}
+
+/// Logs of the code under test, when `RUST_LOG` asks for them.
+pub fn init_logging() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .with_test_writer()
+        .try_init();
+}
+
+impl Cluster {
+    pub async fn start(options: ClusterOptions) -> Cluster {
+        init_logging();
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let mut config = SimConfig::new(dir.path());
+        let nodes = (1..=options.nodes)
+            .map(|i| {
+                let mut node = NodeSpec::numbered(i);
+                node.cpu = options.node_cpu.clone();
+                node.memory = options.node_memory.clone();
+                node.pods = options.node_pods;
+                node
+            })
+            .collect();
+        config.nodes = NodesConfig {
+            nodes,
+            pod_gc: options.pod_gc,
+            normal_events: options.normal_events,
+            ..NodesConfig::default()
+        };
+        config.root_ca_configmap = true;
+        let sim = Sim::start(config).await.expect("the simulated cluster starts");
+        let client = sim.client().await.expect("a client of the simulated cluster");
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        for crd in spark_operator_api::crd::all_crds() {
+            crds.create(&PostParams::default(), &crd)
+                .await
+                .expect("the CRDs install");
+        }
+        Cluster { sim, client, _dir: dir }
+    }
+
+    /// Controller flags for tests: no leader election, no endpoints, then `extra` (which win).
+    pub fn args(&self, extra: &[&str]) -> ControllerArgs {
+        #[derive(Parser)]
+        #[command(args_override_self = true)]
+        struct Wrapper {
+            #[command(flatten)]
+            args: ControllerArgs,
+        }
+        let mut argv = vec![
+            "controller".to_owned(),
+            "--leader-election=false".to_owned(),
+            "--metrics-address=off".to_owned(),
+            format!("--spark-master-url=k8s://{}", self.sim.url()),
+        ];
+        argv.extend(extra.iter().map(|a| (*a).to_owned()));
+        Wrapper::try_parse_from(argv).expect("valid controller flags").args
+    }
+
+    /// Starts a controller in this process, on its own thread and runtime as if it were its own
+    /// process; dropping it (or [`Controller::kill`]) stops it at once, as `kill -9` would.
+    pub fn controller(&self, args: ControllerArgs) -> Controller {
+        let kubeconfig = self.sim.kubeconfig_path().to_path_buf();
+        let master = args.spark_master_url.clone().unwrap_or_default();
+        let (kill, killed) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("controller".into())
+            .stack_size(STACK)
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .thread_stack_size(STACK)
+                    .enable_all()
+                    .build()
+                    .expect("a runtime for the controller");
+                runtime.block_on(async move {
+                    // Its own client, as a separate process would have.
+                    let kubeconfig = kube::config::Kubeconfig::read_from(&kubeconfig).expect("the kubeconfig");
+                    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+                        .await
+                        .expect("a client configuration");
+                    let client = kube::Client::try_from(config).expect("a client");
+                    tokio::select! {
+                        result = spark_operator_controller::run_with_client(
+                            client, args, master, std::future::pending()) => {
+                            if let Err(error) = result {
+                                eprintln!("controller stopped: {error}");
+                            }
+                        }
+                        _ = killed => {}
+                    }
+                });
+                // Dropping the runtime cancels every task of the controller, mid-whatever.
+                runtime.shutdown_background();
+            })
+            .expect("a thread for the controller");
+        Controller {
+            kill: Some(kill),
+            thread: Some(thread),
+        }
+    }
+
+    pub fn apps(&self, namespace: &str) -> Api<SparkApplication> {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+
+    /// Creates a SparkApplication from YAML.
+    pub async fn create_app(&self, yaml: &str) -> SparkApplication {
+        let app: SparkApplication = serde_yaml::from_str(yaml).expect("a SparkApplication manifest");
+        let namespace = app.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+        self.apps(&namespace)
+            .create(&PostParams::default(), &app)
+            .await
+            .expect("the application is created")
+    }
+
+    /// Waits until the application satisfies `done`; panics with its last status after `limit`.
+    pub async fn wait_app(
+        &self,
+        namespace: &str,
+        name: &str,
+        limit: Duration,
+        done: impl Fn(&SparkApplication) -> bool,
+    ) -> SparkApplication {
+        let api = self.apps(namespace);
+        let last = poll(limit, || async {
+            let app = api.get_opt(name).await.ok().flatten();
+            match app {
+                Some(app) if done(&app) => Poll::Done(app),
+                other => Poll::Pending(other),
+            }
+        })
+        .await;
+        match last {
+            Ok(app) => app,
+            Err(last) => panic!(
+                "{namespace}/{name} did not get there within {limit:?}; last status: {}",
+                serde_json::to_string_pretty(&last.and_then(|a| a.status)).unwrap_or_default()
+            ),
+        }
+    }
+
+    /// Every application of a namespace, by name.
+    pub async fn all_apps(&self, namespace: &str) -> BTreeMap<String, SparkApplication> {
+        self.apps(namespace)
+            .list(&ListParams::default())
+            .await
+            .expect("listing applications")
+            .items
+            .into_iter()
+            .map(|a| (a.metadata.name.clone().unwrap_or_default(), a))
+            .collect()
+    }
+}
+
+/// Stack of the controller's threads: kube-runtime's controller nests deeply in debug builds.
+const STACK: usize = 16 * 1024 * 1024;
+
+/// A controller running in this process.
+pub struct Controller {
+    kill: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Controller {
+    /// Stops it at once, mid-whatever, as `kill -9` would.
+    pub fn kill(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        if let Some(kill) = self.kill.take() {
+            let _ = kill.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// One poll's verdict.
+pub enum Poll<T, P> {
+    Done(T),
+    Pending(P),
+}
+
+/// Polls every 100 ms until done or `limit` passed; returns the last pending value on timeout.
+pub async fn poll<T, P, F, Fut>(limit: Duration, mut check: F) -> Result<T, P>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Poll<T, P>>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        match check().await {
+            Poll::Done(value) => return Ok(value),
+            Poll::Pending(last) => {
+                if tokio::time::Instant::now() >= deadline {
+                    return Err(last);
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A small SparkApplication whose driver (the sim's fake Spark driver) runs `run_time`, then exits with
+/// `exit_code`; `extra_spec` is merged into the spec (YAML mapping lines, indented by two).
+pub fn app_yaml(name: &str, run_time: &str, exit_code: i32, executors: u32, extra_spec: &str) -> String {
+    format!(
+        r#"apiVersion: sparkoperator.k8s.io/v1beta2
+kind: SparkApplication
+metadata:
+  name: {name}
+  namespace: default
+spec:
+  type: Scala
+  mode: cluster
+  image: docker.io/apache/spark:4.0.4
+  mainClass: org.apache.spark.examples.SparkPi
+  mainApplicationFile: local:///opt/spark/examples/jars/spark-examples.jar
+  sparkVersion: 4.0.4
+  driver:
+    cores: 1
+    memory: 512m
+    annotations:
+      sim.spark-operator.dev/run-time: "{run_time}"
+      sim.spark-operator.dev/exit-code: "{exit_code}"
+  executor:
+    instances: {executors}
+    cores: 1
+    memory: 512m
+{extra_spec}"#
+    )
+}
+
+/// The state of an application.
+pub fn state(app: &SparkApplication) -> spark_operator_api::ApplicationStateType {
+    app.state()
+}

@@ -1,0 +1,150 @@
+//! Controllers dying mid-run: a killed controller restarted makes no second driver for any
+//! application; with two replicas, the standby takes over when the leader dies and finishes the work.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::Api;
+use kube::runtime::{WatchStreamExt, watcher};
+use spark_operator_api::ApplicationStateType as S;
+use spark_operator_controller::pod::SparkPod;
+use spark_operator_e2e::{Cluster, ClusterOptions, Poll, app_yaml, poll, state};
+
+const APPS: usize = 30;
+const LIMIT: Duration = Duration::from_secs(180);
+
+/// Records the uid of every driver pod ever created, by application.
+fn count_drivers(cluster: &Cluster) -> Arc<Mutex<BTreeMap<String, BTreeSet<String>>>> {
+    let drivers = Arc::new(Mutex::new(BTreeMap::<String, BTreeSet<String>>::new()));
+    let seen = drivers.clone();
+    let pods: Api<SparkPod> = Api::namespaced(cluster.client.clone(), "default");
+    tokio::spawn(async move {
+        let mut events =
+            std::pin::pin!(watcher(pods, watcher::Config::default().labels("spark-role=driver")).touched_objects());
+        while let Some(event) = events.next().await {
+            let Ok(pod) = event else { continue };
+            let labels = pod.metadata.labels.clone().unwrap_or_default();
+            if let (Some(app), Some(uid)) = (labels.get("sparkoperator.k8s.io/app-name"), pod.metadata.uid.clone())
+                && let Ok(mut drivers) = seen.lock()
+            {
+                drivers.entry(app.clone()).or_default().insert(uid);
+            }
+        }
+    });
+    drivers
+}
+
+async fn create_apps(cluster: &Cluster, prefix: &str) {
+    for i in 0..APPS {
+        cluster
+            .create_app(&app_yaml(&format!("{prefix}-{i}"), "1s", 0, 1, ""))
+            .await;
+    }
+}
+
+/// Waits until at least `n` applications have a driver pod, so the kill lands mid-run.
+async fn wait_submitted(cluster: &Cluster, n: usize) {
+    poll(LIMIT, || async {
+        let submitted = cluster
+            .all_apps("default")
+            .await
+            .values()
+            .filter(|a| a.status.as_ref().is_some_and(|s| s.execution_attempts > 0))
+            .count();
+        if submitted >= n {
+            Poll::Done(())
+        } else {
+            Poll::Pending(submitted)
+        }
+    })
+    .await
+    .unwrap_or_else(|submitted| panic!("only {submitted} applications were submitted"));
+}
+
+/// Every application completed, each with one execution and one driver pod ever.
+async fn assert_all_completed_once(cluster: &Cluster, drivers: &Mutex<BTreeMap<String, BTreeSet<String>>>) {
+    let apps = poll(LIMIT, || async {
+        let apps = cluster.all_apps("default").await;
+        let done = apps.values().filter(|a| state(a).is_terminal()).count();
+        if done == APPS {
+            Poll::Done(apps)
+        } else {
+            Poll::Pending(done)
+        }
+    })
+    .await
+    .unwrap_or_else(|done| panic!("only {done} of {APPS} applications ended"));
+    for (name, app) in &apps {
+        let status = app.status.clone().unwrap_or_default();
+        assert_eq!(state(app), S::Completed, "{name}: {status:#?}");
+        assert_eq!(status.execution_attempts, 1, "{name} ran more than once");
+        assert_eq!(status.submission_attempts, 1, "{name} was submitted more than once");
+    }
+    let drivers = drivers.lock().map(|d| d.clone()).unwrap_or_default();
+    for name in apps.keys() {
+        let count = drivers.get(name).map_or(0, BTreeSet::len);
+        assert_eq!(count, 1, "{name} had {count} driver pods");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_controller_restarted_makes_no_second_driver() {
+    let cluster = Cluster::start(ClusterOptions::big()).await;
+    let drivers = count_drivers(&cluster);
+    create_apps(&cluster, "restart").await;
+    let first = cluster.controller(cluster.args(&[]));
+    wait_submitted(&cluster, APPS / 3).await;
+    first.kill();
+    let _second = cluster.controller(cluster.args(&[]));
+    assert_all_completed_once(&cluster, &drivers).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_standby_finishes_the_work_when_the_leader_dies() {
+    let cluster = Cluster::start(ClusterOptions::big()).await;
+    let drivers = count_drivers(&cluster);
+    let elected = |identity: &str| {
+        cluster.args(&[
+            "--leader-election=true",
+            "--leader-election-lease-duration=3",
+            "--leader-election-retry-period=1",
+            &format!("--identity={identity}"),
+        ])
+    };
+    let leases: Api<Lease> = Api::namespaced(cluster.client.clone(), "default");
+    let holder = || async {
+        leases
+            .get_opt("spark-operator-controller-lock")
+            .await
+            .ok()
+            .flatten()
+            .and_then(|l| l.spec)
+            .and_then(|s| s.holder_identity)
+    };
+    let leader = cluster.controller(elected("replica-a"));
+    poll(LIMIT, || async {
+        match holder().await.as_deref() {
+            Some("replica-a") => Poll::Done(()),
+            other => Poll::Pending(other.map(str::to_owned)),
+        }
+    })
+    .await
+    .unwrap_or_else(|h| panic!("replica-a did not become the leader (holder {h:?})"));
+    let _standby = cluster.controller(elected("replica-b"));
+
+    create_apps(&cluster, "ha").await;
+    wait_submitted(&cluster, APPS / 3).await;
+    leader.kill();
+    poll(Duration::from_secs(30), || async {
+        match holder().await.as_deref() {
+            Some("replica-b") => Poll::Done(()),
+            other => Poll::Pending(other.map(str::to_owned)),
+        }
+    })
+    .await
+    .unwrap_or_else(|h| panic!("the standby did not take over (holder {h:?})"));
+    assert_all_completed_once(&cluster, &drivers).await;
+}

@@ -1,0 +1,7 @@
+//! End-to-end tests on the simulated cluster: one binary, one module per concern.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod churn;
+mod ha;
+mod lifecycle;
+mod pod_gc;
