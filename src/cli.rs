@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 use crate::commands::cleanup::CleanupArgs;
 use crate::commands::controller::ControllerArgs;
 use crate::commands::crd::CrdArgs;
+use crate::commands::dev::DevArgs;
 use crate::commands::validate::ValidateArgs;
 
 /// Kubernetes operator for Apache Spark, compatible with Kubeflow's sparkoperator.k8s.io/v1beta2 API.
@@ -29,6 +30,9 @@ pub enum Command {
     /// Release the driver-protection finalizer of every pod the operator launched (before uninstalling;
     /// usable as a Helm pre-delete hook).
     Cleanup(CleanupArgs),
+    /// Run a simulated cluster (3 nodes) with the operator in it, for trying things locally with
+    /// kubectl: prints the kubeconfig and the commands to try.
+    Dev(DevArgs),
 }
 
 #[cfg(test)]

@@ -25,6 +25,10 @@ fn main() -> anyhow::Result<ExitCode> {
             commands::controller::run(*args).context("spark-operator controller")?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Dev(args) => {
+            commands::dev::run(args, &mut out).context("spark-operator dev")?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Cleanup(args) => {
             commands::cleanup::run(&args, &mut out).context("spark-operator cleanup")?;
             Ok(ExitCode::SUCCESS)

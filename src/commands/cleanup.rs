@@ -68,7 +68,6 @@ pub async fn cleanup(args: &CleanupArgs, out: &mut impl Write) -> Result<usize, 
 
 pub fn run(args: &CleanupArgs, out: &mut impl Write) -> anyhow::Result<()> {
     super::controller::init_tracing();
-    let runtime = tokio::runtime::Runtime::new()?;
-    runtime.block_on(cleanup(args, out))?;
+    super::controller::runtime()?.block_on(cleanup(args, out))?;
     Ok(())
 }

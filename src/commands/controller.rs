@@ -19,10 +19,18 @@ pub fn init_tracing() {
     };
 }
 
+/// The runtime of the long-running subcommands. Worker stacks are larger than tokio's 2 MiB: kube's
+/// controller machinery nests deeply in debug builds.
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(8 * 1024 * 1024)
+        .build()?)
+}
+
 /// Runs the controller until SIGTERM or Ctrl-C.
 pub fn run(args: ControllerArgs) -> anyhow::Result<()> {
     init_tracing();
-    let runtime = tokio::runtime::Runtime::new()?;
-    runtime.block_on(spark_operator_controller::run(args))?;
+    runtime()?.block_on(spark_operator_controller::run(args))?;
     Ok(())
 }

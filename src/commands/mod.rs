@@ -3,5 +3,6 @@
 pub mod cleanup;
 pub mod controller;
 pub mod crd;
+pub mod dev;
 pub mod documents;
 pub mod validate;
