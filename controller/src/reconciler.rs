@@ -82,7 +82,8 @@ pub async fn reconcile(app: Arc<SparkApplication>, ctx: Arc<Ctx>) -> Result<Acti
     let namespace = app.metadata.namespace.clone().unwrap_or_default();
     let name = app.metadata.name.clone().unwrap_or_default();
     if !ctx.namespaces.allows(&namespace) {
-        return Ok(Action::await_change());
+        // Looked at again later: the namespace may gain the selected labels.
+        return Ok(Action::requeue(ctx.settings.resync));
     }
     let api: Api<SparkApplication> = Api::namespaced(ctx.client.clone(), &namespace);
     let mut app = app;
