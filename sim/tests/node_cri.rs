@@ -43,6 +43,19 @@ async fn create(store: &Store, p: Value) {
         .expect("create pod");
 }
 
+/// The pod once it reached `phase` (polled every 20 ms, at most 20 s).
+async fn settled(store: &Store, name: &str, phase: &str) -> Value {
+    for _ in 0..1000 {
+        if let Ok(p) = store.get(&Gvr::new("", "v1", "pods"), "default", name)
+            && p["status"]["phase"] == phase
+        {
+            return p;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("timed out waiting for pod {name} to be {phase}");
+}
+
 /// One container run as the event stream showed it.
 #[derive(Debug, Default, Clone)]
 struct Run {
@@ -263,20 +276,15 @@ async fn events_for_every_container_with_scripted_exits() {
         spark_operator_proto::tonic::Code::NotFound
     );
 
-    // And the API agrees with the runtime.
-    let api = store
-        .get(&Gvr::new("", "v1", "pods"), "default", "flaky")
-        .expect("flaky");
-    assert_eq!(api["status"]["phase"], "Succeeded");
+    // And the API agrees with the runtime (the kubelet writes status after the runtime event).
+    let api = settled(&store, "flaky", "Succeeded").await;
     assert_eq!(api["status"]["containerStatuses"][0]["restartCount"], 1);
     assert_eq!(
         api["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"],
         1
     );
-    let init = store
-        .get(&Gvr::new("", "v1", "pods"), "default", "with-init")
-        .expect("with-init");
-    assert_eq!(init["status"]["phase"], "Failed");
+    let init = settled(&store, "with-init", "Failed").await;
+
     assert_eq!(
         init["status"]["initContainerStatuses"][0]["state"]["terminated"]["reason"],
         "Completed"

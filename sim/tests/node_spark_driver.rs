@@ -343,12 +343,14 @@ async fn missing_config_map_keeps_the_driver_creating_then_it_runs() {
         waiting["message"],
         "MountVolume.SetUp failed for volume \"spark-conf-volume-driver\" : configmap \"spark-drv-74ac75a201384224-conf-map\" not found"
     );
-    let p = pod(&store, "spark-pi-driver").expect("driver");
+    // The event and the status are separate writes: wait for the status too.
+    let p = until("the driver's ContainerCreating status", || {
+        pod(&store, "spark-pi-driver")
+            .filter(|p| p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "ContainerCreating")
+    })
+    .await;
     assert_eq!(p["status"]["phase"], "Pending");
-    assert_eq!(
-        p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"], "ContainerCreating",
-        "{p}"
-    );
+    assert!(p["status"]["podIP"].is_null(), "no sandbox without its volumes: {p}");
     // The kubelet retries the mount: once the ConfigMap exists the driver runs.
     create_config_map(&store, spark_properties(&[])).await;
     until("the driver to succeed", || {
