@@ -210,3 +210,29 @@ async fn taints_affinity_resources_and_unschedulable() {
     assert_eq!(running_on(&store, "intolerant").await, "sim-node-1");
     sim.shutdown().await;
 }
+
+/// With a store that keeps almost no history, the node controllers fall behind the change
+/// feed and relist (as an informer does after a 410): every pod still runs to completion.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn controllers_relist_when_they_fall_behind_the_history() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = SimConfig::new(dir.path().join("data"));
+    config.root_ca_configmap = true;
+    config.store.history_limit = 3;
+    config.nodes = NodesConfig::with_nodes(2);
+    let sim = Sim::start(config).await.expect("sim starts");
+    let store = sim.store().clone();
+    let names: Vec<String> = (0..30).map(|i| format!("batch-{i}")).collect();
+    for name in &names {
+        let mut p = pod(name, json!({ "restartPolicy": "Never" }));
+        p["metadata"]["annotations"] = json!({ "sim.spark-operator.dev/run-time": "10ms" });
+        create(&store, p).await;
+    }
+    for name in &names {
+        until(&format!("pod {name} to succeed"), || {
+            (get(&store, name)["status"]["phase"] == "Succeeded").then_some(())
+        })
+        .await;
+    }
+    sim.shutdown().await;
+}
