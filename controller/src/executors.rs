@@ -439,6 +439,20 @@ mod tests {
     }
 
     #[test]
+    fn executors_deleted_during_a_watch_gap_are_swept_as_unknown() {
+        let mut t = Tracker::default();
+        for id in 1..=3 {
+            t.observe(&exec(id, ExecutorState::Running), now(), LIMITS);
+        }
+        // After the relist only executor 2 still exists.
+        t.sweep(|name| name == "app-exec-2", now(), LIMITS);
+        assert_eq!(t.counts().running, 1);
+        assert_eq!(t.counts().unknown, 2);
+        t.sweep(|name| name == "app-exec-2", now(), LIMITS);
+        assert_eq!(t.counts().unknown, 2, "swept once");
+    }
+
+    #[test]
     fn a_restarted_controller_continues_the_counts() {
         let mut before = Tracker::default();
         let limits = Limits {

@@ -2,6 +2,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 mod churn;
+mod cleanup;
 mod exactly_once;
 mod ha;
 mod lifecycle;
