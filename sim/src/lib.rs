@@ -6,16 +6,19 @@
 //!   in-process controllers; [`admission_seam`] is where admission plugs into its write path and
 //!   [`store::Store::changes`] is the feed the garbage collector follows.
 
+pub mod admission;
 pub mod admission_seam;
 pub mod apply;
 pub mod convert;
 pub mod defaults;
 pub mod discovery;
 pub mod faults;
+pub mod gc;
 pub mod kubeconfig;
 pub mod list_types;
 pub mod managed_fields;
 pub mod meta;
+pub mod node;
 pub mod openapi;
 mod openapi_builtin;
 pub mod patch;

@@ -26,6 +26,18 @@ pub struct SimConfig {
     pub store: StoreConfig,
     /// How often watches that allow bookmarks get one.
     pub bookmark_interval: Duration,
+    /// Run the ownerReference garbage collector (see [`crate::gc`]).
+    pub garbage_collector: bool,
+    /// Call admission webhooks (see [`crate::admission::webhooks`]).
+    pub admission_webhooks: bool,
+    /// NamespaceLifecycle and ServiceAccount admission with their controllers (see
+    /// [`crate::admission::builtin`]).
+    pub builtin_admission: bool,
+    /// Publish the `kube-root-ca.crt` ConfigMap in every namespace, as real clusters do. Off by
+    /// default: tests that count the objects of a namespace do not expect it yet.
+    pub root_ca_configmap: bool,
+    /// Nodes, scheduler, kubelets and pod GC (see [`crate::node`]); none by default.
+    pub nodes: crate::node::NodesConfig,
 }
 
 impl SimConfig {
@@ -36,6 +48,11 @@ impl SimConfig {
             port: 0,
             store: StoreConfig::default(),
             bookmark_interval: Duration::from_secs(60),
+            garbage_collector: true,
+            admission_webhooks: true,
+            builtin_admission: true,
+            root_ca_configmap: false,
+            nodes: crate::node::NodesConfig::default(),
         }
     }
 }
@@ -60,6 +77,8 @@ pub enum SimError {
     ClientConfig(String),
     #[error("building a kube client: {0}")]
     Client(#[from] kube::Error),
+    #[error(transparent)]
+    Nodes(#[from] crate::node::NodeError),
 }
 
 /// A running simulated cluster.
@@ -70,6 +89,10 @@ pub struct Sim {
     kubeconfig_path: PathBuf,
     pki: Pki,
     token: String,
+    /// The in-process control plane (GC, namespace and service-account controllers); dropped
+    /// with the sim, which stops them.
+    _controllers: Vec<crate::gc::BackgroundTask>,
+    nodes: crate::node::NodeCluster,
 }
 
 impl Sim {
@@ -86,7 +109,18 @@ impl Sim {
             source,
         })?;
         let store = Store::new(config.store.clone());
+        let admission = crate::admission::AdmissionConfig {
+            builtin: config.builtin_admission,
+            webhooks: config.admission_webhooks,
+            root_ca_pem: config.root_ca_configmap.then(|| pki.ca_cert_pem.clone()),
+        };
+        let mut controllers = crate::admission::install(&store, &admission);
+        if config.garbage_collector {
+            controllers.push(crate::gc::spawn(&store));
+        }
         bootstrap(&store).await?;
+        let nodes =
+            crate::node::NodeCluster::start(store.clone(), config.data_dir.clone(), config.nodes.clone()).await?;
         let faults = Arc::new(Faults::default());
         let token = uuid::Uuid::new_v4().simple().to_string();
         let listener = server::bind(config.port).await?;
@@ -97,6 +131,7 @@ impl Sim {
             token: token.clone(),
             server_address: addr.to_string(),
             bookmark_interval: config.bookmark_interval,
+            data_dir: config.data_dir.clone(),
         });
         let server = server::spawn(listener, pki.server_config()?, state)?;
         let kubeconfig_path = config
@@ -121,12 +156,19 @@ impl Sim {
             kubeconfig_path,
             pki,
             token,
+            _controllers: controllers,
+            nodes,
         })
     }
 
     /// The object store behind the API (for in-process controllers and tests).
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// The nodes: stop/start them, find their CRI sockets and log directories.
+    pub fn nodes(&self) -> &crate::node::NodeCluster {
+        &self.nodes
     }
 
     /// Fault injection for requests over HTTP.
@@ -183,6 +225,7 @@ impl Sim {
 
     /// Stops serving: open watches end, connections close, the port is released.
     pub async fn shutdown(self) {
+        self.nodes.shutdown().await;
         self.store.cut_all_watches();
         self.server.shutdown().await;
     }
