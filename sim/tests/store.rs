@@ -1,4 +1,5 @@
 //! Storage semantics through the in-process store API (the same code path HTTP requests take).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic in a test is a failed assertion
 
 use std::sync::{Arc, Mutex};
 
@@ -247,6 +248,93 @@ async fn finalizers_hold_deletion_until_the_last_one_goes() {
         types.push(next(&mut watch).await.unwrap().type_);
     }
     assert_eq!(types, ["ADDED", "MODIFIED", "MODIFIED", "DELETED"]);
+}
+
+/// The apiserver's `shouldDeleteDuringUpdate`: an update deletes an object only when it removes
+/// the object's last finalizer and no grace period is left. A kubelet writing the final status of
+/// a pod it is stopping (grace pending, no finalizers) must not make the pod vanish before its
+/// terminal phase is visible, and a released finalizer waits for the kubelet's grace-0 delete.
+#[tokio::test]
+async fn updates_of_a_terminating_pod_delete_it_only_when_the_last_finalizer_goes_with_no_grace_left() {
+    let store = Store::new(StoreConfig::default());
+    for name in ["plain", "held"] {
+        let mut p = pod(name, json!({}));
+        if name == "held" {
+            p["metadata"]["finalizers"] = json!(["example.com/hold"]);
+        }
+        store.create(&pods(), "ns", p, &opts("t")).await.unwrap();
+        store.bind_pod("ns", name, "node-1", &opts("scheduler")).await.unwrap();
+        let d = store
+            .delete(&pods(), "ns", name, &DeleteOptions::default())
+            .await
+            .unwrap();
+        assert!(!d.gone, "{name}: a bound pod waits for its kubelet");
+    }
+
+    // The kubelet reports the final phase of the pod it stopped: an ordinary update.
+    let mut plain = store.get(&pods(), "ns", "plain").unwrap();
+    plain["status"] = json!({ "phase": "Succeeded" });
+    let w = store
+        .update(&pods(), "ns", "plain", plain, Some("status"), &opts("kubelet"))
+        .await
+        .unwrap();
+    assert_eq!(w.object["status"]["phase"], "Succeeded");
+    assert_eq!(
+        store.get(&pods(), "ns", "plain").unwrap()["status"]["phase"],
+        "Succeeded",
+        "still there, with its terminal phase, until the kubelet's final delete"
+    );
+
+    // Releasing the finalizer while the grace period runs leaves the pod to its kubelet ...
+    let mut held = store.get(&pods(), "ns", "held").unwrap();
+    held["metadata"]["finalizers"] = json!([]);
+    store
+        .update(&pods(), "ns", "held", held, None, &opts("operator"))
+        .await
+        .unwrap();
+    assert!(store.get(&pods(), "ns", "held").is_ok());
+    // ... whose grace-0 delete removes both.
+    for name in ["plain", "held"] {
+        let d = store
+            .delete(
+                &pods(),
+                "ns",
+                name,
+                &DeleteOptions {
+                    grace_period_seconds: Some(0),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        assert!(d.gone, "{name}");
+    }
+
+    // A finalizer removed after the grace-0 delete deletes the pod with that update.
+    let mut p = pod("late", json!({}));
+    p["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    store.create(&pods(), "ns", p, &opts("t")).await.unwrap();
+    store.bind_pod("ns", "late", "node-1", &opts("scheduler")).await.unwrap();
+    let d = store
+        .delete(
+            &pods(),
+            "ns",
+            "late",
+            &DeleteOptions {
+                grace_period_seconds: Some(0),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(!d.gone, "the finalizer holds it");
+    let mut late = d.object;
+    late["metadata"]["finalizers"] = json!([]);
+    store
+        .update(&pods(), "ns", "late", late, None, &opts("operator"))
+        .await
+        .unwrap();
+    assert_eq!(store.get(&pods(), "ns", "late").unwrap_err().code(), 404);
 }
 
 #[tokio::test]

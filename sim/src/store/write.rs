@@ -537,8 +537,20 @@ impl Store {
                 });
             }
             self.check_size(&new)?;
-            let finishes_deletion =
-                meta::is_deleting(&current) && meta::finalizers(&new).is_empty() && !namespace_pending(info, &new);
+            // `shouldDeleteDuringUpdate`: only removing the last finalizer of an object whose
+            // deletion has no grace period left deletes it; a pod's status update while its
+            // kubelet stops it (no finalizers, grace pending) is an ordinary update.
+            // Namespaces also go when their last `spec.finalizers` entry is removed
+            // (`ShouldDeleteNamespaceDuringUpdate`).
+            let finishes_deletion = meta::is_deleting(&current)
+                && (!meta::finalizers(&current).is_empty() || namespace_pending(info, &current))
+                && meta::finalizers(&new).is_empty()
+                && new
+                    .pointer("/metadata/deletionGracePeriodSeconds")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0)
+                    == 0
+                && !namespace_pending(info, &new);
             if opts.dry_run {
                 return Ok(Written {
                     object: convert::to_version(info, &new, &gvr.version),

@@ -74,6 +74,9 @@ async fn spark_pi_completes_with_its_executors_recorded() {
     assert_eq!(driver.pod_name, "spark-pi-driver");
     let counts = status.executor_counts.clone().expect("executor counts");
     assert_eq!(counts.total(), 2, "{counts:?}");
+    // The kubelet writes the terminal phase of an executor its driver deleted before removing it,
+    // so its end is known (not UNKNOWN).
+    assert_eq!(counts.completed, 2, "{counts:?}");
     assert_eq!(status.recent_executors.len(), 2);
     assert_eq!(status.executor_state.len(), 2);
     assert!(
