@@ -1,5 +1,6 @@
 //! The HTTP API through kube-rs: authentication, tables, discovery, pagination, server-side
 //! apply, status subresource, deletes, limits and fault injection.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic in a test is a failed assertion
 
 mod common;
 

@@ -1,5 +1,6 @@
 //! kubectl against the in-process sim: the commands a platform team runs every day.
 //! Skipped, with a printed reason, only when `kubectl` is not on PATH.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic in a test is a failed assertion
 
 mod common;
 

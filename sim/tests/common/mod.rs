@@ -1,5 +1,6 @@
 //! Shared helpers for the sim's integration tests.
 #![allow(dead_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a panic in a test is a failed assertion
 
 use std::time::Duration;
 
