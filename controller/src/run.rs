@@ -215,7 +215,14 @@ async fn reconcile_all(
             let controllers = namespaces.iter().map(|ns| {
                 let apps: Api<SparkApplication> = Api::namespaced(client.clone(), ns);
                 let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-                run_controller(apps, pods, base.clone(), concurrency, stop())
+                // Each namespace has its own pod cache, so it needs its own executor trackers: a
+                // relist sweeps its trackers against its cache, and would take another namespace's
+                // live executors for deleted ones.
+                let ctx = Ctx {
+                    executors: Arc::new(Mutex::new(Executors::default())),
+                    ..base.clone()
+                };
+                run_controller(apps, pods, ctx, concurrency, stop())
             });
             futures::future::join_all(controllers).await;
         }

@@ -6,4 +6,5 @@ mod cleanup;
 mod exactly_once;
 mod ha;
 mod lifecycle;
+mod namespaces;
 mod pod_gc;
