@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Resource;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use spark_operator_api::SparkApplication;
@@ -20,6 +20,7 @@ use spark_operator_api::labels::{FINALIZER_DRIVER_PROTECTION, LABEL_APP_NAME, LA
 
 use crate::context::Settings;
 use crate::state::SubmitOutcome;
+use crate::status::FIELD_MANAGER;
 use crate::submission::{SubmissionIds, SubmissionInput, build_submission};
 
 /// What became of a submission.
@@ -136,6 +137,18 @@ pub async fn submit(
         && let Some(finalizers) = objects.driver_pod.metadata.finalizers.as_mut()
     {
         finalizers.retain(|f| f != FINALIZER_DRIVER_PROTECTION);
+    }
+
+    // The application's own objects first, so the driver's mounts resolve at once.
+    if let Some(config_map) = &objects.prometheus_config_map {
+        match apply(client, &namespace, config_map).await {
+            Ok(()) => {}
+            Err(Error::Create { source, kind, name, .. }) if permanent(&source) => {
+                let message = format!("the API server refused the application's {kind} {name}: {source}");
+                return Ok(Submitted::Done(SubmitOutcome::Failed { message }));
+            }
+            Err(error) => return Err(error),
+        }
     }
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
@@ -267,6 +280,34 @@ where
             kind: <K as k8s_openapi::Resource>::KIND,
             namespace: namespace.to_owned(),
             name: object.meta().name.clone().unwrap_or_default(),
+            source,
+        }),
+    }
+}
+
+/// Creates or updates an object the application owns (server-side apply, our field manager): the
+/// same content for a resumed submission, the new content after a spec change.
+async fn apply<K>(client: &kube::Client, namespace: &str, object: &K) -> Result<(), Error>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + k8s_openapi::Resource
+        + Clone
+        + DeserializeOwned
+        + Serialize
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), namespace);
+    let name = object.meta().name.clone().unwrap_or_default();
+    // k8s-openapi types serialize their apiVersion and kind, which server-side apply needs.
+    match api
+        .patch(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(object))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(source) => Err(Error::Create {
+            kind: <K as k8s_openapi::Resource>::KIND,
+            namespace: namespace.to_owned(),
+            name,
             source,
         }),
     }

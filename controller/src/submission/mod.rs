@@ -16,12 +16,14 @@
 //! - [`spark_conf`]: the spec → Spark configuration mapping (Kubeflow's spark-submit arguments).
 //! - [`driver_conf`]: what spark-submit resolves from it: names, labels, ports, `spark.properties`.
 //! - [`driver_pod`], [`config_map`], [`service`], [`network_policy`]: one object each.
+//! - [`prometheus`]: the application's `<app>-prom-conf` ConfigMap (Kubeflow's addition, not Spark's).
 //! - [`properties`]: Java's properties-file format.
 
 pub mod config_map;
 pub mod driver_conf;
 pub mod driver_pod;
 pub mod network_policy;
+pub mod prometheus;
 pub mod properties;
 pub mod service;
 pub mod spark_conf;
@@ -132,6 +134,9 @@ pub struct Submission {
     /// The headless driver Service.
     pub service: Service,
     pub network_policy: Option<NetworkPolicy>,
+    /// The Prometheus exporter's `<app>-prom-conf` ConfigMap, when monitoring asks for it. Owned by
+    /// the application (not the driver): applied before the driver pod, and kept across reruns.
+    pub prometheus_config_map: Option<ConfigMap>,
 }
 
 impl Submission {
@@ -193,5 +198,6 @@ pub fn build_submission(input: &SubmissionInput<'_>) -> Result<Submission, Submi
         executor_pod_template: config_map::executor_pod_template(&conf).map_err(SubmissionError::ExecutorTemplate)?,
         service: service::build(&conf),
         network_policy: network_policy::build(&conf),
+        prometheus_config_map: prometheus::config_map(input.app),
     })
 }

@@ -1,5 +1,6 @@
 //! An application's life: spark-pi to COMPLETED with its executors; a failing driver retried per
-//! policy to FAILED; a driver that cannot pull its image failed after the start timeout.
+//! policy to FAILED; a driver that cannot pull its image failed after the start timeout; Prometheus
+//! monitoring with the ConfigMap its pods mount.
 
 use std::process::Command;
 use std::time::Duration;
@@ -194,4 +195,35 @@ async fn a_driver_that_cannot_pull_its_image_fails_after_the_start_timeout() {
     })
     .await
     .unwrap_or_else(|()| panic!("the stuck driver pod was not deleted"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prometheus_monitoring_gets_its_config_map_and_runs() {
+    let cluster = Cluster::start(ClusterOptions::default()).await;
+    let _controller = cluster.controller(cluster.args(&[]));
+    // As in Kubeflow's spark-pi-prometheus.yaml: the exporter's configuration is not in the image,
+    // so the pods mount `<app>-prom-conf`, which nobody but the operator creates.
+    let monitoring = "  monitoring:\n    exposeDriverMetrics: true\n    exposeExecutorMetrics: true\n    prometheus:\n      \
+                      jmxExporterJar: /prometheus/jmx_prometheus_javaagent-0.11.0.jar\n      port: 8090\n";
+    cluster.create_app(&app_yaml("monitored", "1s", 0, 1, monitoring)).await;
+    let app = cluster
+        .wait_app("default", "monitored", LIMIT, |a| state(a).is_terminal())
+        .await;
+    assert_eq!(state(&app), S::Completed, "{:#?}", app.status);
+    let config_maps: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(cluster.client.clone(), "default");
+    let cm = config_maps
+        .get("monitored-prom-conf")
+        .await
+        .expect("the exporter's ConfigMap");
+    let data = cm.data.unwrap_or_default();
+    assert!(
+        data.contains_key("metrics.properties") && data.contains_key("prometheus.yaml"),
+        "{data:?}"
+    );
+    let owner = &cm.metadata.owner_references.unwrap_or_default()[0];
+    assert_eq!(
+        owner.uid,
+        app.metadata.uid.unwrap_or_default(),
+        "owned by the application"
+    );
 }
