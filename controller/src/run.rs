@@ -121,7 +121,21 @@ pub async fn run_with_client(
     let (stop, stopped) = watch::channel(false);
     let controllers = reconcile_all(client.clone(), &args, &identity, settings, metrics.clone(), stopped);
     let mut shutdown = std::pin::pin!(shutdown);
-    ready.set(true);
+    // Ready once the API server answers. A standby is ready too: it serves its endpoints, and a
+    // rollout must not wait for a leadership it will only get when the leader goes.
+    let _readiness = AbortOnDrop(tokio::spawn({
+        let client = client.clone();
+        let ready = ready.clone();
+        async move {
+            loop {
+                match client.apiserver_version().await {
+                    Ok(_) => break ready.set(true),
+                    Err(error) => tracing::warn!(%error, "the API server does not answer yet; not ready"),
+                }
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+        }
+    }));
 
     if !args.leader_election {
         metrics.leader.set(1);

@@ -1,5 +1,5 @@
 //! The HTTP endpoints of the controller: `/metrics` (Prometheus), `/healthz` (alive) and `/readyz`
-//! (caches synced, or standing by for leadership).
+//! (the API server answered; a standby waiting for leadership is ready too).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;

@@ -3,6 +3,7 @@
 
 mod churn;
 mod cleanup;
+mod endpoints;
 mod exactly_once;
 mod ha;
 mod lifecycle;

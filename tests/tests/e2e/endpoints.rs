@@ -1,0 +1,79 @@
+//! The controller's HTTP endpoints as a kubelet and Prometheus see them: `/healthz`, `/readyz`, and
+//! `/metrics` counting a real run.
+
+use std::time::Duration;
+
+use spark_operator_api::ApplicationStateType as S;
+use spark_operator_e2e::{Cluster, ClusterOptions, Poll, app_yaml, poll, state};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// One plain HTTP/1.1 GET: (status code, body).
+async fn get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.ok()?;
+    let text = String::from_utf8_lossy(&response).into_owned();
+    let code = text.split_whitespace().nth(1)?.parse().ok()?;
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    Some((code, body))
+}
+
+/// The value of an unlabelled metric in a Prometheus text exposition.
+fn metric(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probes_answer_and_metrics_count_a_run() {
+    let cluster = Cluster::start(ClusterOptions::default()).await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let _controller = cluster.controller(cluster.args(&[&format!("--metrics-address=127.0.0.1:{port}")]));
+    let ready = poll(Duration::from_secs(20), || async {
+        match get(port, "/readyz").await {
+            Some((200, body)) => Poll::Done(body),
+            other => Poll::Pending(other),
+        }
+    })
+    .await;
+    assert!(ready.is_ok(), "/readyz never became 200: {ready:?}");
+    assert_eq!(get(port, "/healthz").await.map(|(code, _)| code), Some(200));
+    assert_eq!(get(port, "/nowhere").await.map(|(code, _)| code), Some(404));
+
+    cluster.create_app(&app_yaml("counted", "500ms", 0, 1, "")).await;
+    let app = cluster
+        .wait_app("default", "counted", Duration::from_secs(60), |a| {
+            state(a).is_terminal()
+        })
+        .await;
+    assert_eq!(state(&app), S::Completed);
+    let (code, text) = get(port, "/metrics").await.expect("/metrics answers");
+    assert_eq!(code, 200);
+    for (name, value) in [
+        ("spark_application_submit_count", 1.0),
+        ("spark_application_success_count", 1.0),
+        ("spark_application_failure_count", 0.0),
+        ("spark_application_running_count", 0.0),
+        ("spark_application_submit_latency_seconds_count", 1.0),
+        ("spark_application_start_latency_seconds_count", 1.0),
+        ("spark_operator_leader", 1.0),
+    ] {
+        assert_eq!(metric(&text, name), Some(value), "{name} in:\n{text}");
+    }
+    assert!(
+        metric(&text, "spark_operator_status_writes").is_some_and(|n| n >= 3.0),
+        "claim, submitted, running/completed: {text}"
+    );
+    assert!(
+        text.contains("spark_operator_reconcile_duration_seconds_bucket"),
+        "{text}"
+    );
+}
