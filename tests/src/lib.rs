@@ -128,11 +128,12 @@ impl Cluster {
         let master = args.spark_master_url.clone().unwrap_or_default();
         let (kill, killed) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::Builder::new()
-            .name("controller".into())
+            .name(CONTROLLER_THREAD.into())
             .stack_size(STACK)
             .spawn(move || {
                 let runtime = tokio::runtime::Builder::new_multi_thread()
                     .worker_threads(2)
+                    .thread_name(CONTROLLER_THREAD)
                     .thread_stack_size(STACK)
                     .enable_all()
                     .build()
@@ -216,6 +217,9 @@ impl Cluster {
             .collect()
     }
 }
+
+/// Name of every thread of an in-process controller (benchmarks measure their CPU time).
+pub const CONTROLLER_THREAD: &str = "spark-ctl";
 
 /// Stack of the controller's threads: kube-runtime's controller nests deeply in debug builds.
 const STACK: usize = 16 * 1024 * 1024;
@@ -307,4 +311,35 @@ spec:
 /// The state of an application.
 pub fn state(app: &SparkApplication) -> spark_operator_api::ApplicationStateType {
     app.state()
+}
+
+/// A free port on the loopback interface (for a controller's `--metrics-address`).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// One plain HTTP/1.1 GET on the loopback interface: (status code, body), `None` when nothing answers.
+pub async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.ok()?;
+    let text = String::from_utf8_lossy(&response).into_owned();
+    let code = text.split_whitespace().nth(1)?.parse().ok()?;
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    Some((code, body))
+}
+
+/// The value of an unlabelled metric in a Prometheus text exposition.
+pub fn metric(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
 }

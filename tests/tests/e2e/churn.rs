@@ -9,8 +9,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use kube::runtime::{WatchStreamExt, watcher};
 use spark_operator_api::ApplicationStateType as S;
-use spark_operator_e2e::{Cluster, ClusterOptions, app_yaml, state};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use spark_operator_e2e::{Cluster, ClusterOptions, app_yaml, free_port, http_get, metric, state};
 
 const BUDGET: usize = 16 * 1024;
 
@@ -21,33 +20,9 @@ fn executors() -> u64 {
         .unwrap_or(3_000)
 }
 
-/// A free port on the loopback interface.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
-/// `GET /metrics` over plain HTTP/1.0.
-async fn metrics(port: u16) -> String {
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .expect("the metrics endpoint");
-    stream
-        .write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
-        .await
-        .expect("request");
-    let mut body = String::new();
-    stream.read_to_string(&mut body).await.expect("response");
-    body
-}
-
-fn metric(text: &str, name: &str) -> f64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name} ")))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("metric {name} missing"))
+/// A metric the controller must export.
+fn required(text: &str, name: &str) -> f64 {
+    metric(text, name).unwrap_or_else(|| panic!("metric {name} missing"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -121,15 +96,18 @@ async fn churning_executors_keep_the_status_within_its_budget_and_the_counts_exa
     );
     assert!(versions > 10, "the watch saw the status change only {versions} times");
 
-    let text = metrics(port).await;
+    let text = http_get(port, "/metrics")
+        .await
+        .map(|(_, body)| body)
+        .unwrap_or_default();
     assert_eq!(
-        metric(&text, "spark_operator_status_write_errors"),
+        required(&text, "spark_operator_status_write_errors"),
         0.0,
         "every status write succeeds"
     );
     assert!(
-        metric(&text, "spark_operator_status_budget_shrinks") > 0.0,
+        required(&text, "spark_operator_status_budget_shrinks") > 0.0,
         "the budget was what bounded the status"
     );
-    assert_eq!(metric(&text, "spark_executor_success_count") as u64, total);
+    assert_eq!(required(&text, "spark_executor_success_count") as u64, total);
 }

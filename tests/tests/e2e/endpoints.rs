@@ -4,38 +4,11 @@
 use std::time::Duration;
 
 use spark_operator_api::ApplicationStateType as S;
-use spark_operator_e2e::{Cluster, ClusterOptions, Poll, app_yaml, poll, state};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-/// One plain HTTP/1.1 GET: (status code, body).
-async fn get(port: u16, path: &str) -> Option<(u16, String)> {
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.ok()?;
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response).await.ok()?;
-    let text = String::from_utf8_lossy(&response).into_owned();
-    let code = text.split_whitespace().nth(1)?.parse().ok()?;
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
-    Some((code, body))
-}
-
-/// The value of an unlabelled metric in a Prometheus text exposition.
-fn metric(text: &str, name: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
-}
-
+use spark_operator_e2e::{Cluster, ClusterOptions, Poll, app_yaml, free_port, http_get as get, metric, poll, state};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probes_answer_and_metrics_count_a_run() {
     let cluster = Cluster::start(ClusterOptions::default()).await;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
+    let port = free_port();
     let _controller = cluster.controller(cluster.args(&[&format!("--metrics-address=127.0.0.1:{port}")]));
     let ready = poll(Duration::from_secs(20), || async {
         match get(port, "/readyz").await {
