@@ -314,7 +314,10 @@ async fn updates_of_a_terminating_pod_delete_it_only_when_the_last_finalizer_goe
     let mut p = pod("late", json!({}));
     p["metadata"]["finalizers"] = json!(["example.com/hold"]);
     store.create(&pods(), "ns", p, &opts("t")).await.unwrap();
-    store.bind_pod("ns", "late", "node-1", &opts("scheduler")).await.unwrap();
+    store
+        .bind_pod("ns", "late", "node-1", &opts("scheduler"))
+        .await
+        .unwrap();
     let d = store
         .delete(
             &pods(),
