@@ -9,3 +9,4 @@ mod ha;
 mod lifecycle;
 mod namespaces;
 mod pod_gc;
+mod spec_changes;
