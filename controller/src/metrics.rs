@@ -102,19 +102,16 @@ const BYTES: &[f64] = &[
 ];
 
 /// Every metric of the controller.
-#[derive(Debug)]
 pub struct Metrics {
     pub app_count: Counter,
     pub submit_count: Counter,
     pub failed_submission_count: Counter,
-    pub running_count: Gauge,
     pub success_count: Counter,
     pub failure_count: Counter,
     pub success_execution_time: Histogram,
     pub failure_execution_time: Histogram,
     pub submit_latency: Histogram,
     pub start_latency: Histogram,
-    pub executor_running_count: Gauge,
     pub executor_success_count: Counter,
     pub executor_failure_count: Counter,
     pub termination_to_status: Histogram,
@@ -126,7 +123,23 @@ pub struct Metrics {
     pub reconcile_duration: Histogram,
     pub reconcile_errors: Counter,
     pub leader: Gauge,
+    /// Where the running counts come from at each scrape (see [`Live`]).
+    live: Mutex<Vec<LiveSource>>,
 }
+
+/// What is running right now.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Live {
+    /// Applications in RUNNING.
+    pub apps_running: i64,
+    /// Executors running, as the applications' statuses count them.
+    pub executors_running: i64,
+}
+
+/// Counts what is running from a controller's cache. Counted at scrape time rather than kept up to date
+/// by transitions, so a restarted controller or a new leader reports the truth about applications
+/// that were already running when it started.
+pub type LiveSource = Box<dyn Fn() -> Live + Send + Sync>;
 
 impl Default for Metrics {
     fn default() -> Self {
@@ -134,14 +147,12 @@ impl Default for Metrics {
             app_count: Counter::default(),
             submit_count: Counter::default(),
             failed_submission_count: Counter::default(),
-            running_count: Gauge::default(),
             success_count: Counter::default(),
             failure_count: Counter::default(),
             success_execution_time: Histogram::new(EXECUTION),
             failure_execution_time: Histogram::new(EXECUTION),
             submit_latency: Histogram::new(LATENCY),
             start_latency: Histogram::new(LATENCY),
-            executor_running_count: Gauge::default(),
             executor_success_count: Counter::default(),
             executor_failure_count: Counter::default(),
             termination_to_status: Histogram::new(LATENCY),
@@ -153,11 +164,41 @@ impl Default for Metrics {
             reconcile_duration: Histogram::new(LATENCY),
             reconcile_errors: Counter::default(),
             leader: Gauge::default(),
+            live: Mutex::new(Vec::new()),
         }
     }
 }
 
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics")
+            .field("live", &self.live())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Metrics {
+    /// Adds a source of running counts (one per controller cache).
+    pub fn add_live_source(&self, source: LiveSource) {
+        if let Ok(mut live) = self.live.lock() {
+            live.push(source);
+        }
+    }
+
+    /// What runs now, summed over the sources.
+    pub fn live(&self) -> Live {
+        let Ok(sources) = self.live.lock() else {
+            return Live::default();
+        };
+        sources
+            .iter()
+            .map(|source| source())
+            .fold(Live::default(), |sum, l| Live {
+                apps_running: sum.apps_running + l.apps_running,
+                executors_running: sum.executors_running + l.executors_running,
+            })
+    }
+
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
         let mut out = String::with_capacity(8192);
@@ -226,25 +267,26 @@ impl Metrics {
                 counter.get()
             );
         }
-        let gauges: [(&str, &str, &Gauge); 3] = [
+        let live = self.live();
+        let gauges: [(&str, &str, i64); 3] = [
             (
                 "spark_application_running_count",
                 "Applications running",
-                &self.running_count,
+                live.apps_running,
             ),
             (
                 "spark_executor_running_count",
                 "Executors running",
-                &self.executor_running_count,
+                live.executors_running,
             ),
             (
                 "spark_operator_leader",
                 "1 when this replica is the leader",
-                &self.leader,
+                self.leader.get(),
             ),
         ];
-        for (name, help, gauge) in gauges {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {}", gauge.get());
+        for (name, help, value) in gauges {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}");
         }
         let histograms: [(&str, &str, &Histogram); 7] = [
             (
@@ -310,14 +352,21 @@ mod tests {
         let metrics = Metrics::default();
         metrics.app_count.inc();
         metrics.submit_count.inc();
-        metrics.running_count.add(2);
-        metrics.running_count.add(-1);
+        metrics.add_live_source(Box::new(|| Live {
+            apps_running: 1,
+            executors_running: 3,
+        }));
+        metrics.add_live_source(Box::new(|| Live {
+            apps_running: 0,
+            executors_running: 2,
+        }));
         metrics.submit_latency.observe(0.003);
         metrics.submit_latency.observe(20.0);
         let text = metrics.render();
         assert!(text.contains("# TYPE spark_application_count counter\nspark_application_count 1\n"));
         assert!(text.contains("spark_application_submit_count 1\n"));
         assert!(text.contains("spark_application_running_count 1\n"));
+        assert!(text.contains("spark_executor_running_count 5\n"));
         assert!(text.contains("spark_application_submit_latency_seconds_bucket{le=\"0.0025\"} 0\n"));
         assert!(text.contains("spark_application_submit_latency_seconds_bucket{le=\"0.005\"} 1\n"));
         assert!(text.contains("spark_application_submit_latency_seconds_bucket{le=\"+Inf\"} 2\n"));

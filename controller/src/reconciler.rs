@@ -28,6 +28,7 @@ use spark_operator_api::validation::{ValidationContext, validate_spark_applicati
 
 use crate::context::Ctx;
 use crate::driver_finalizer;
+use crate::metrics::Live;
 use crate::observe::{self, DriverPod};
 use crate::state::{self, Action as Do, Decision, DriverObservation, Transition};
 use crate::status;
@@ -403,9 +404,6 @@ fn record_metrics(
         m.app_count.inc();
     }
     if from != to {
-        if from == S::Running {
-            m.running_count.add(-1);
-        }
         match to {
             S::Submitted => {
                 m.submit_count.inc();
@@ -417,7 +415,6 @@ fn record_metrics(
             }
             S::SubmissionFailed => m.failed_submission_count.inc(),
             S::Running => {
-                m.running_count.add(1);
                 if after.execution_attempts == 1
                     && let Some(latency) = since_creation()
                 {
@@ -522,7 +519,6 @@ impl PodObserver {
         }
         let after = tracker.counts();
         let m = &self.ctx.metrics;
-        m.executor_running_count.add(after.running - before.running);
         m.executor_success_count
             .add(u64::try_from(after.completed - before.completed).unwrap_or(0));
         m.executor_failure_count
@@ -565,6 +561,20 @@ pub async fn run_controller(
     let controller = Controller::new(apps, watcher::Config::default())
         .with_config(ControllerConfig::default().concurrency(concurrency));
     let app_store = controller.store();
+    ctx.metrics.add_live_source(Box::new({
+        let apps = app_store.clone();
+        move || {
+            let apps = apps.state();
+            Live {
+                apps_running: apps.iter().filter(|a| a.state() == S::Running).count() as i64,
+                executors_running: apps
+                    .iter()
+                    .filter_map(|a| a.status.as_ref()?.executor_counts.as_ref())
+                    .map(|c| c.running)
+                    .sum(),
+            }
+        }
+    }));
     let observer = PodObserver {
         ctx: ctx.clone(),
         apps: app_store.clone(),

@@ -1,5 +1,5 @@
 //! The controller's HTTP endpoints as a kubelet and Prometheus see them: `/healthz`, `/readyz`, and
-//! `/metrics` counting a real run.
+//! `/metrics` counting a real run, and its running gauges after a restart.
 
 use std::time::Duration;
 
@@ -49,4 +49,58 @@ async fn probes_answer_and_metrics_count_a_run() {
         text.contains("spark_operator_reconcile_duration_seconds_bucket"),
         "{text}"
     );
+}
+
+/// The running gauges tell the truth after a restart: what was already running when the controller
+/// started is counted, and nothing goes negative when it ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn running_counts_are_right_after_a_restart() {
+    let cluster = Cluster::start(ClusterOptions::default()).await;
+    let first = cluster.controller(cluster.args(&[]));
+    cluster.create_app(&app_yaml("steady", "4s", 0, 2, "")).await;
+    cluster
+        .wait_app("default", "steady", Duration::from_secs(60), |a| {
+            state(a) == S::Running
+                && a.status
+                    .as_ref()
+                    .and_then(|s| s.executor_counts.as_ref())
+                    .is_some_and(|c| c.running == 2)
+        })
+        .await;
+    first.kill();
+
+    let port = free_port();
+    let _second = cluster.controller(cluster.args(&[&format!("--metrics-address=127.0.0.1:{port}")]));
+    let gauges = |text: &str| {
+        (
+            metric(text, "spark_application_running_count"),
+            metric(text, "spark_executor_running_count"),
+        )
+    };
+    let seen = poll(Duration::from_secs(20), || async {
+        let text = get(port, "/metrics").await.map(|(_, body)| body).unwrap_or_default();
+        match gauges(&text) {
+            (Some(1.0), Some(2.0)) => Poll::Done(()),
+            other => Poll::Pending(other),
+        }
+    })
+    .await;
+    assert!(
+        seen.is_ok(),
+        "the running application and executors were not counted: {seen:?}"
+    );
+
+    let app = cluster
+        .wait_app("default", "steady", Duration::from_secs(60), |a| state(a).is_terminal())
+        .await;
+    assert_eq!(state(&app), S::Completed);
+    let ended = poll(Duration::from_secs(10), || async {
+        let text = get(port, "/metrics").await.map(|(_, body)| body).unwrap_or_default();
+        match gauges(&text) {
+            (Some(0.0), Some(0.0)) => Poll::Done(()),
+            other => Poll::Pending(other),
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "after the end: {ended:?}");
 }
