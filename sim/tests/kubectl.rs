@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{start_sim, within};
+use common::within;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
@@ -106,10 +106,31 @@ async fn kubectl_works_against_the_sim() {
         eprintln!("SKIPPED kubectl_works_against_the_sim: kubectl is not on PATH");
         return;
     };
-    let (sim, dir) = start_sim(|_| {}).await;
+    // The `kube-sim serve` binary, as a user runs it: its kubeconfig appears once it serves.
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let mut served = Command::new(env!("CARGO_BIN_EXE_kube-sim"))
+        .arg("serve")
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        // The API server alone: pods stay Pending, as the script expects.
+        .args(["--nodes", "0"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("kube-sim serve starts");
+    within("kube-sim serve to write its kubeconfig", async {
+        while std::fs::metadata(&kubeconfig).map_or(true, |m| m.len() == 0) {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
     let k = Kubectl {
         bin,
-        kubeconfig: sim.kubeconfig_path().to_path_buf(),
+        kubeconfig: kubeconfig.clone(),
         home: dir.path().join("home"),
     };
     let manifests = dir.path().join("manifests");
@@ -462,5 +483,13 @@ async fn kubectl_works_against_the_sim() {
     k.ok(&["delete", "-f", &crds.display().to_string()]).await;
     let crd_gone = k.run(&["get", "sparkapp", "-A"]).await;
     assert!(!crd_gone.ok, "the resource is no longer served once its CRD is deleted");
-    sim.shutdown().await;
+
+    // SIGTERM stops it cleanly.
+    let pid = served.id().expect("a running server").to_string();
+    let term = Command::new("kill").args(["-TERM", &pid]).status().await.unwrap();
+    assert!(term.success());
+    let exit = within("kube-sim serve to stop on SIGTERM", served.wait())
+        .await
+        .unwrap();
+    assert!(exit.success(), "kube-sim serve exited with {exit}");
 }
