@@ -288,7 +288,7 @@ impl Metrics {
         for (name, help, value) in gauges {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}");
         }
-        let histograms: [(&str, &str, &Histogram); 7] = [
+        let histograms: [(&str, &str, &Histogram); 9] = [
             (
                 "spark_application_success_execution_time_seconds",
                 "Termination minus last submission, completed applications",
@@ -307,6 +307,18 @@ impl Metrics {
             (
                 "spark_application_start_latency_seconds",
                 "Creation to driver running, first execution",
+                &self.start_latency,
+            ),
+            // Kubeflow also exports its latencies as histograms under these names; dashboards built
+            // on them keep working.
+            (
+                "spark_application_submit_latency_seconds_histogram",
+                "Creation to driver pod created, first attempt (Kubeflow's histogram name)",
+                &self.submit_latency,
+            ),
+            (
+                "spark_application_start_latency_seconds_histogram",
+                "Creation to driver running, first execution (Kubeflow's histogram name)",
                 &self.start_latency,
             ),
             (
@@ -371,6 +383,7 @@ mod tests {
         assert!(text.contains("spark_application_submit_latency_seconds_bucket{le=\"0.005\"} 1\n"));
         assert!(text.contains("spark_application_submit_latency_seconds_bucket{le=\"+Inf\"} 2\n"));
         assert!(text.contains("spark_application_submit_latency_seconds_count 2\n"));
+        assert!(text.contains("spark_application_submit_latency_seconds_histogram_count 2\n"));
         assert!(!text.contains("_total"));
     }
 }
