@@ -39,24 +39,37 @@ async fn instant_gc_deletes_finished_pods_but_the_runtime_keeps_the_container() 
         .expect("create");
 
     // The pod's last states, from the feed: it reached Failed, then it was deleted.
-    let mut finished: Option<Value> = None;
+    let mut finished: Option<(Value, std::time::Instant)> = None;
+    let mut changes_after_finish = 0;
     let deleted = tokio::time::timeout(Duration::from_secs(20), async {
         loop {
             let change = feed.next().await.expect("feed");
             if change.resource.resource != "pods" || change.object["metadata"]["name"] != "short" {
                 continue;
             }
-            if change.object["status"]["phase"] == "Failed" && finished.is_none() {
-                finished = Some(Value::clone(&change.object));
-            }
             if change.kind == ChangeKind::Deleted {
-                return Value::clone(&change.object);
+                return (Value::clone(&change.object), std::time::Instant::now());
+            }
+            if finished.is_some() {
+                changes_after_finish += 1;
+            } else if change.object["status"]["phase"] == "Failed" {
+                finished = Some((Value::clone(&change.object), std::time::Instant::now()));
             }
         }
     })
     .await
     .expect("the finished pod is deleted");
-    let finished = finished.expect("the pod reached Failed before it was deleted");
+    let (finished, finished_seen) = finished.expect("the pod reached Failed before it was deleted");
+    let (deleted, deleted_seen) = deleted;
+    println!(
+        "finished pod deleted {:?} after its Failed status was stored",
+        deleted_seen.duration_since(finished_seen)
+    );
+    // The GC acts on the first terminal status: the next thing that happens to the pod is its deletion.
+    assert_eq!(
+        changes_after_finish, 0,
+        "the pod changed again before the GC deleted it"
+    );
     let term = &finished["status"]["containerStatuses"][0]["state"]["terminated"];
     assert_eq!(
         (term["exitCode"].as_i64(), term["reason"].as_str()),
