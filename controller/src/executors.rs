@@ -60,6 +60,55 @@ impl IdSet {
     pub fn intervals(&self) -> usize {
         self.ranges.len()
     }
+
+    /// The highest id in the set.
+    pub fn max(&self) -> Option<i64> {
+        self.ranges.last_key_value().map(|(_, end)| *end)
+    }
+
+    /// The ids of `lo..=hi` not in the set, as inclusive intervals.
+    pub fn gaps(&self, lo: i64, hi: i64) -> Vec<(i64, i64)> {
+        let mut gaps = Vec::new();
+        let mut next = lo;
+        // The interval that may contain `lo`, then every one starting inside the range.
+        let first = self.ranges.range(..=lo).next_back();
+        let rest = self.ranges.range(lo.saturating_add(1)..=hi);
+        for (&start, &end) in first.into_iter().chain(rest) {
+            if end < next {
+                continue;
+            }
+            if start > next {
+                gaps.push((next, start - 1));
+            }
+            next = end.saturating_add(1);
+            if next > hi {
+                return gaps;
+            }
+        }
+        if next <= hi {
+            gaps.push((next, hi));
+        }
+        gaps
+    }
+
+    /// Inserts every id of `lo..=hi` (a gap found by [`IdSet::gaps`]).
+    pub fn insert_range(&mut self, lo: i64, hi: i64) {
+        let mut start = lo;
+        let mut end = hi;
+        let touching: Vec<(i64, i64)> = self
+            .ranges
+            .range(..=hi.saturating_add(1))
+            .rev()
+            .take_while(|(_, e)| **e >= lo.saturating_sub(1))
+            .map(|(s, e)| (*s, *e))
+            .collect();
+        for (s, e) in touching {
+            start = start.min(s);
+            end = end.max(e);
+            self.ranges.remove(&s);
+        }
+        self.ranges.insert(start, end);
+    }
 }
 
 /// Limits of what the status lists.
@@ -83,6 +132,8 @@ pub struct Tracker {
     done_names: HashSet<String>,
     /// Terminated executors with an id at or below this were counted before a restart.
     seeded_watermark: Option<i64>,
+    /// Executors with a lower id are never counted as unseen (see `count_unseen`); `None`: from 1.
+    unseen_floor: Option<i64>,
     /// status.recentExecutors, bounded.
     recent: BTreeMap<String, ExecutorRecord>,
     /// Eviction order of `recent`: terminated before alive, then lowest executor id (oldest) first, as
@@ -102,6 +153,13 @@ impl Tracker {
             submission_id: status.submission_id.clone(),
             seeded_watermark: status.recent_executors.values().filter_map(|r| r.executor_id).max(),
             ..Self::default()
+        };
+        // Counted before the restart: everything up to the watermark; with counts but no recent
+        // executor to date them, nothing can be said about gaps at all.
+        tracker.unseen_floor = match tracker.seeded_watermark {
+            Some(watermark) => Some(watermark.saturating_add(1)),
+            None if tracker.counts.total() > 0 => Some(i64::MAX),
+            None => None,
         };
         tracker.failures.recent_executor_failures = status.recent_executor_failures.clone();
         for (name, record) in &status.recent_executors {
@@ -261,6 +319,49 @@ impl Tracker {
             .collect();
         for pod in gone {
             self.observe_deletion(&pod, now, limits);
+        }
+        self.count_unseen();
+    }
+
+    /// Executors created and deleted while the watch was away (a 410 and a relist under heavy churn)
+    /// were never seen, but Spark numbers executors 1, 2, 3, ...: every id below the highest one seen
+    /// that is neither counted as terminated nor alive belonged to such an executor. Each is counted
+    /// once, as UNKNOWN (nobody saw how it ended), so the total stays true. Ids at or below a restart's
+    /// watermark were counted before the restart. (An id Spark drew for a pod it then failed to create
+    /// is counted too: rare, and the lesser error than executors missing from the counts.)
+    fn count_unseen(&mut self) {
+        let live_ids: BTreeSet<i64> = self.live.values().filter_map(|(_, id)| *id).collect();
+        let Some(highest) = self.done.max().into_iter().chain(live_ids.iter().copied()).max() else {
+            return;
+        };
+        let from = self.unseen_floor.unwrap_or(1);
+        if from > highest {
+            return;
+        }
+        let mut unseen = 0;
+        for (lo, hi) in self.done.gaps(from, highest) {
+            // Split the gap around the executors that are alive.
+            let mut next = lo;
+            for &id in live_ids.range(lo..=hi) {
+                if id > next {
+                    self.done.insert_range(next, id - 1);
+                    unseen += id - next;
+                }
+                next = id.saturating_add(1);
+            }
+            if next <= hi {
+                self.done.insert_range(next, hi);
+                unseen += hi - next + 1;
+            }
+        }
+        if unseen > 0 {
+            tracing::warn!(
+                submission = %self.submission_id,
+                unseen,
+                "executors came and went while the pod watch was relisting; counted as UNKNOWN"
+            );
+            self.counts.unknown += unseen;
+            self.generation += 1;
         }
     }
 
@@ -450,6 +551,82 @@ mod tests {
         assert_eq!(t.counts().unknown, 2);
         t.sweep(|name| name == "app-exec-2", now(), LIMITS);
         assert_eq!(t.counts().unknown, 2, "swept once");
+    }
+
+    #[test]
+    fn id_set_gaps_and_ranges() {
+        let mut set = IdSet::default();
+        for id in [2, 3, 7, 10] {
+            set.insert(id);
+        }
+        assert_eq!(set.gaps(1, 10), [(1, 1), (4, 6), (8, 9)]);
+        assert_eq!(set.gaps(3, 8), [(4, 6), (8, 8)]);
+        assert_eq!(set.gaps(11, 12), [(11, 12)]);
+        assert!(set.gaps(2, 3).is_empty());
+        set.insert_range(4, 6);
+        assert_eq!(set.gaps(1, 10), [(1, 1), (8, 9)]);
+        set.insert_range(8, 9);
+        set.insert_range(1, 1);
+        assert_eq!(set.intervals(), 1, "{set:?}");
+        assert_eq!(set.max(), Some(10));
+    }
+
+    #[test]
+    fn executors_never_seen_during_a_relist_are_counted_unknown_by_their_ids() {
+        let mut t = Tracker::default();
+        for id in [1, 2] {
+            t.observe(&exec(id, ExecutorState::Running), now(), LIMITS);
+            t.observe(&exec(id, ExecutorState::Completed), now(), LIMITS);
+        }
+        // The watch was away while executors 3..=6 came and went; 7 and 9 run, 8 finished.
+        t.observe(&exec(7, ExecutorState::Running), now(), LIMITS);
+        t.observe(&exec(8, ExecutorState::Completed), now(), LIMITS);
+        t.observe(&exec(9, ExecutorState::Running), now(), LIMITS);
+        let exists = |name: &str| name == "app-exec-7" || name == "app-exec-9";
+        t.sweep(exists, now(), LIMITS);
+        let c = t.counts().clone();
+        assert_eq!((c.completed, c.running, c.unknown), (3, 2, 4), "{c:?}");
+        assert_eq!(c.total(), 9, "every id up to the highest is counted once");
+        // Swept again: nothing new. The live executors still count their end.
+        t.sweep(exists, now(), LIMITS);
+        t.observe(&exec(7, ExecutorState::Completed), now(), LIMITS);
+        let c = t.counts().clone();
+        assert_eq!((c.completed, c.running, c.unknown, c.total()), (4, 1, 4, 9), "{c:?}");
+    }
+
+    #[test]
+    fn a_restart_never_counts_what_the_status_already_counted_as_unseen() {
+        let mut status = SparkApplicationStatus {
+            submission_id: "s".into(),
+            executor_counts: Some(ExecutorCounts {
+                completed: 50,
+                ..ExecutorCounts::default()
+            }),
+            ..SparkApplicationStatus::default()
+        };
+        // No recent executor to date the counts: no gap can be judged.
+        let mut t = Tracker::seeded(&status);
+        t.observe(&exec(60, ExecutorState::Running), now(), LIMITS);
+        t.sweep(|_| true, now(), LIMITS);
+        assert_eq!((t.counts().completed, t.counts().unknown), (50, 0));
+        // With executor 50 in the recent map, only ids above it can be unseen.
+        status.recent_executors.insert(
+            "app-exec-50".into(),
+            ExecutorRecord {
+                executor_id: Some(50),
+                state: ExecutorState::Completed,
+                node_name: None,
+                last_transition_time: None,
+            },
+        );
+        let mut t = Tracker::seeded(&status);
+        t.observe(&exec(60, ExecutorState::Running), now(), LIMITS);
+        t.sweep(|_| true, now(), LIMITS);
+        assert_eq!(
+            (t.counts().completed, t.counts().unknown),
+            (50, 9),
+            "51..=59 came and went unseen"
+        );
     }
 
     #[test]
