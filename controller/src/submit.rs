@@ -262,16 +262,29 @@ async fn delete_pod(pods: &Api<Pod>, name: &str, namespace: &str) -> Result<(), 
     }
 }
 
-/// Creates an object; one that already exists (a resumed submission) is fine.
-async fn create<K>(client: &kube::Client, namespace: &str, object: &K) -> Result<(), Error>
-where
+/// A namespaced k8s-openapi object the submission writes.
+trait Namespaced:
+    Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+    + k8s_openapi::Resource
+    + Clone
+    + DeserializeOwned
+    + Serialize
+    + std::fmt::Debug
+{
+}
+
+impl<K> Namespaced for K where
     K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
         + k8s_openapi::Resource
         + Clone
         + DeserializeOwned
         + Serialize
-        + std::fmt::Debug,
+        + std::fmt::Debug
 {
+}
+
+/// Creates an object; one that already exists (a resumed submission) is fine.
+async fn create<K: Namespaced>(client: &kube::Client, namespace: &str, object: &K) -> Result<(), Error> {
     let api: Api<K> = Api::namespaced(client.clone(), namespace);
     match api.create(&PostParams::default(), object).await {
         Ok(_) => Ok(()),
@@ -287,15 +300,7 @@ where
 
 /// Creates or updates an object the application owns (server-side apply, our field manager): the
 /// same content for a resumed submission, the new content after a spec change.
-async fn apply<K>(client: &kube::Client, namespace: &str, object: &K) -> Result<(), Error>
-where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-        + k8s_openapi::Resource
-        + Clone
-        + DeserializeOwned
-        + Serialize
-        + std::fmt::Debug,
-{
+async fn apply<K: Namespaced>(client: &kube::Client, namespace: &str, object: &K) -> Result<(), Error> {
     let api: Api<K> = Api::namespaced(client.clone(), namespace);
     let name = object.meta().name.clone().unwrap_or_default();
     // k8s-openapi types serialize their apiVersion and kind, which server-side apply needs.

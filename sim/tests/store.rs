@@ -29,6 +29,13 @@ fn opts(manager: &str) -> WriteOptions {
     }
 }
 
+fn with_grace(seconds: i64) -> DeleteOptions {
+    DeleteOptions {
+        grace_period_seconds: Some(seconds),
+        ..Default::default()
+    }
+}
+
 fn pod(name: &str, labels: Value) -> Value {
     json!({ "apiVersion": "v1", "kind": "Pod", "metadata": { "name": name, "labels": labels },
             "spec": { "containers": [{ "name": "main", "image": "busybox:1.36", "env": [{ "name": "A", "value": "1" }] }] } })
@@ -295,18 +302,7 @@ async fn updates_of_a_terminating_pod_delete_it_only_when_the_last_finalizer_goe
     assert!(store.get(&pods(), "ns", "held").is_ok());
     // ... whose grace-0 delete removes both.
     for name in ["plain", "held"] {
-        let d = store
-            .delete(
-                &pods(),
-                "ns",
-                name,
-                &DeleteOptions {
-                    grace_period_seconds: Some(0),
-                    ..Default::default()
-                },
-            )
-            .await
-            .unwrap();
+        let d = store.delete(&pods(), "ns", name, &with_grace(0)).await.unwrap();
         assert!(d.gone, "{name}");
     }
 
@@ -318,18 +314,7 @@ async fn updates_of_a_terminating_pod_delete_it_only_when_the_last_finalizer_goe
         .bind_pod("ns", "late", "node-1", &opts("scheduler"))
         .await
         .unwrap();
-    let d = store
-        .delete(
-            &pods(),
-            "ns",
-            "late",
-            &DeleteOptions {
-                grace_period_seconds: Some(0),
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+    let d = store.delete(&pods(), "ns", "late", &with_grace(0)).await.unwrap();
     assert!(!d.gone, "the finalizer holds it");
     let mut late = d.object;
     late["metadata"]["finalizers"] = json!([]);
@@ -347,18 +332,7 @@ async fn pods_not_on_a_node_go_at_once_bound_pods_get_their_grace_period() {
         .create(&pods(), "ns", pod("free", json!({})), &opts("t"))
         .await
         .unwrap();
-    let d = store
-        .delete(
-            &pods(),
-            "ns",
-            "free",
-            &DeleteOptions {
-                grace_period_seconds: Some(30),
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+    let d = store.delete(&pods(), "ns", "free", &with_grace(30)).await.unwrap();
     assert!(d.gone);
     store
         .create(&pods(), "ns", pod("bound", json!({})), &opts("t"))
@@ -384,18 +358,7 @@ async fn pods_not_on_a_node_go_at_once_bound_pods_get_their_grace_period() {
         .unwrap();
     assert!(!d.gone);
     assert_eq!(d.object["metadata"]["deletionGracePeriodSeconds"], 30);
-    let d = store
-        .delete(
-            &pods(),
-            "ns",
-            "bound",
-            &DeleteOptions {
-                grace_period_seconds: Some(0),
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+    let d = store.delete(&pods(), "ns", "bound", &with_grace(0)).await.unwrap();
     assert!(d.gone, "grace period 0 removes it");
     // Pod spec is immutable apart from images and a few fields.
     store
