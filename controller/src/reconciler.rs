@@ -78,6 +78,24 @@ pub enum Error {
 }
 
 /// A reconcile: retried at once, on fresh data, when the application changed under it.
+/// How long a reconcile waits for the pod watch's first list before trying again later.
+const POD_WATCH_READY: Duration = Duration::from_secs(10);
+
+/// Whether the pod cache has had its first list, waiting up to [`POD_WATCH_READY`]. Polled: the
+/// store's readiness may wake only one of its waiters.
+async fn pods_listed(pods: &Store<Pod>) -> bool {
+    let deadline = Instant::now() + POD_WATCH_READY;
+    while tokio::time::timeout(Duration::from_millis(50), pods.wait_until_ready())
+        .await
+        .is_err()
+    {
+        if Instant::now() >= deadline {
+            return false;
+        }
+    }
+    true
+}
+
 pub async fn reconcile(app: Arc<SparkApplication>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let started = Instant::now();
     let namespace = app.metadata.namespace.clone().unwrap_or_default();
@@ -85,6 +103,16 @@ pub async fn reconcile(app: Arc<SparkApplication>, ctx: Arc<Ctx>) -> Result<Acti
     if !ctx.namespaces.allows(&namespace) {
         // Looked at again later: the namespace may gain the selected labels.
         return Ok(Action::requeue(ctx.settings.resync));
+    }
+    // Nothing is decided before the pod watch has listed: a driver submitted earlier could create and
+    // delete executors the watch never sees. (Ready at once after startup.)
+    if !pods_listed(&ctx.pods).await {
+        tracing::warn!(
+            app = name,
+            namespace,
+            "the pod watch has not listed yet; reconciling later"
+        );
+        return Ok(Action::requeue(Duration::from_secs(1)));
     }
     let api: Api<SparkApplication> = Api::namespaced(ctx.client.clone(), &namespace);
     let mut app = app;
@@ -233,6 +261,12 @@ async fn reconcile_once(app: &Arc<SparkApplication>, api: &Api<SparkApplication>
         match action {
             Do::RecordSpecHash => {}
             Do::Submit { submission_id } => {
+                // The tracker exists before the driver (hence any executor) does: executor events can
+                // reach the pod watch before the application cache holds this submission's status,
+                // and would otherwise be dropped.
+                if let Ok(mut executors) = ctx.executors.lock() {
+                    let _ = executors.tracker_for(&namespace, &name, submission_id, || current.status.clone());
+                }
                 let submit_time = current
                     .status
                     .as_ref()
