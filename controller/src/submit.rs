@@ -9,7 +9,6 @@
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Resource;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde::Serialize;
@@ -21,7 +20,7 @@ use spark_operator_api::labels::{FINALIZER_DRIVER_PROTECTION, LABEL_APP_NAME, LA
 use crate::context::Settings;
 use crate::state::SubmitOutcome;
 use crate::status::FIELD_MANAGER;
-use crate::submission::{SubmissionIds, SubmissionInput, build_submission};
+use crate::submission::{SubmissionIds, SubmissionInput, application_owner, build_submission};
 
 /// What became of a submission.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -88,20 +87,13 @@ fn defaulted(app: &SparkApplication) -> SparkApplication {
 /// Makes the SparkApplication the driver pod's controller, so deleting the application deletes its
 /// driver (and, through the driver, everything else).
 fn owned_by_app(pod: &mut Pod, app: &SparkApplication) {
-    let Some(uid) = app.metadata.uid.clone() else { return };
+    let Some(owner) = application_owner(app) else { return };
     let owners = pod.metadata.owner_references.get_or_insert_default();
-    if owners.iter().any(|o| o.uid == uid) {
+    if owners.iter().any(|o| o.uid == owner.uid) {
         return;
     }
     owners.retain(|o| o.controller != Some(true));
-    owners.push(OwnerReference {
-        api_version: SparkApplication::api_version(&()).into_owned(),
-        kind: SparkApplication::kind(&()).into_owned(),
-        name: app.metadata.name.clone().unwrap_or_default(),
-        uid,
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-    });
+    owners.push(owner);
 }
 
 /// Creates (or adopts) the objects of `submission_id`, recorded in `app`'s status at `submit_time`.

@@ -32,6 +32,7 @@ mod volumes;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::Resource;
 use spark_operator_api::SparkApplication;
 use spark_operator_api::naming::spark_unique_id;
 
@@ -186,6 +187,16 @@ pub fn classify_existing_driver_pod(pod: &Pod, app: &SparkApplication, submissio
             submission_id: other.map(str::to_owned),
         },
     }
+}
+
+/// The SparkApplication as the controlling owner of an object it makes directly (the driver pod, the
+/// Prometheus ConfigMap): the object goes with the application, and foreground deletion of the
+/// application waits for it.
+pub fn application_owner(app: &SparkApplication) -> Option<OwnerReference> {
+    Some(OwnerReference {
+        block_owner_deletion: Some(true),
+        ..app.controller_owner_ref(&())?
+    })
 }
 
 /// Builds every object of a submission.

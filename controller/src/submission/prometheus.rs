@@ -10,11 +10,12 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::Resource;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use spark_operator_api::SparkApplication;
 use spark_operator_api::labels::LABEL_APP_NAME;
 use spark_operator_api::naming::prometheus_config_map_name;
+
+use super::application_owner;
 
 /// Key of Spark's metrics configuration in the ConfigMap.
 pub const METRICS_PROPERTIES_KEY: &str = "metrics.properties";
@@ -100,20 +101,12 @@ pub fn config_map(app: &SparkApplication) -> Option<ConfigMap> {
         return None;
     }
     let name = app.metadata.name.clone().unwrap_or_default();
-    let owner = app.metadata.uid.clone().map(|uid| OwnerReference {
-        api_version: SparkApplication::api_version(&()).into_owned(),
-        kind: SparkApplication::kind(&()).into_owned(),
-        name: name.clone(),
-        uid,
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-    });
     Some(ConfigMap {
         metadata: ObjectMeta {
             name: Some(prometheus_config_map_name(&name)),
             namespace: app.metadata.namespace.clone(),
             labels: Some(BTreeMap::from([(LABEL_APP_NAME.to_owned(), name)])),
-            owner_references: owner.map(|o| vec![o]),
+            owner_references: application_owner(app).map(|o| vec![o]),
             ..Default::default()
         },
         data: Some(data),
