@@ -77,25 +77,30 @@ pub enum Error {
     },
 }
 
-/// A reconcile: retried at once, on fresh data, when the application changed under it.
 /// How long a reconcile waits for the pod watch's first list before trying again later.
 const POD_WATCH_READY: Duration = Duration::from_secs(10);
 
-/// Whether the pod cache has had its first list, waiting up to [`POD_WATCH_READY`]. Polled: the
-/// store's readiness may wake only one of its waiters.
-async fn pods_listed(pods: &Store<Pod>) -> bool {
-    let deadline = Instant::now() + POD_WATCH_READY;
-    while tokio::time::timeout(Duration::from_millis(50), pods.wait_until_ready())
+/// Whether a cache has had its first list, waiting up to `limit` (forever without one). Polled, not
+/// awaited once: the store's readiness wakes only its last waiter (the controller's runner), so
+/// another waiter could wait for a wake-up that never comes.
+async fn listed<K>(store: &Store<K>, limit: Option<Duration>) -> bool
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    let deadline = limit.map(|limit| Instant::now() + limit);
+    while tokio::time::timeout(Duration::from_millis(50), store.wait_until_ready())
         .await
         .is_err()
     {
-        if Instant::now() >= deadline {
+        if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
             return false;
         }
     }
     true
 }
 
+/// A reconcile: retried at once, on fresh data, when the application changed under it.
 pub async fn reconcile(app: Arc<SparkApplication>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     let started = Instant::now();
     let namespace = app.metadata.namespace.clone().unwrap_or_default();
@@ -106,7 +111,7 @@ pub async fn reconcile(app: Arc<SparkApplication>, ctx: Arc<Ctx>) -> Result<Acti
     }
     // Nothing is decided before the pod watch has listed: a driver submitted earlier could create and
     // delete executors the watch never sees. (Ready at once after startup.)
-    if !pods_listed(&ctx.pods).await {
+    if !listed(&ctx.pods, Some(POD_WATCH_READY)).await {
         tracing::warn!(
             app = name,
             namespace,
@@ -623,12 +628,7 @@ pub async fn run_controller(
     let ready = app_store.clone();
     let gated: std::pin::Pin<Box<dyn Stream<Item = _> + Send>> = Box::pin(
         futures::stream::once(async move {
-            // The store's readiness wakes only its last waiter (the controller's runner), so poll again
-            // now and then rather than wait for a wake-up that may never come.
-            while tokio::time::timeout(Duration::from_millis(50), ready.wait_until_ready())
-                .await
-                .is_err()
-            {}
+            listed(&ready, None).await;
             pod_events
         })
         .flatten(),
