@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use spark_operator_api::ApplicationStateType as S;
 use spark_operator_e2e::{Cluster, ClusterOptions, Poll, app_yaml, free_port, http_get as get, metric, poll, state};
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn probes_answer_and_metrics_count_a_run() {
     let cluster = Cluster::start(ClusterOptions::default()).await;
@@ -71,20 +72,7 @@ async fn running_counts_are_right_after_a_restart() {
 
     let port = free_port();
     let _second = cluster.controller(cluster.args(&[&format!("--metrics-address=127.0.0.1:{port}")]));
-    let gauges = |text: &str| {
-        (
-            metric(text, "spark_application_running_count"),
-            metric(text, "spark_executor_running_count"),
-        )
-    };
-    let seen = poll(Duration::from_secs(20), || async {
-        let text = get(port, "/metrics").await.map(|(_, body)| body).unwrap_or_default();
-        match gauges(&text) {
-            (Some(1.0), Some(2.0)) => Poll::Done(()),
-            other => Poll::Pending(other),
-        }
-    })
-    .await;
+    let seen = running_gauges(port, (1.0, 2.0), Duration::from_secs(20)).await;
     assert!(
         seen.is_ok(),
         "the running application and executors were not counted: {seen:?}"
@@ -94,13 +82,24 @@ async fn running_counts_are_right_after_a_restart() {
         .wait_app("default", "steady", Duration::from_secs(60), |a| state(a).is_terminal())
         .await;
     assert_eq!(state(&app), S::Completed);
-    let ended = poll(Duration::from_secs(10), || async {
+    let ended = running_gauges(port, (0.0, 0.0), Duration::from_secs(10)).await;
+    assert!(ended.is_ok(), "after the end: {ended:?}");
+}
+
+/// Polls `/metrics` until the running gauges read `(applications, executors)`; the last reading
+/// otherwise.
+async fn running_gauges(port: u16, expected: (f64, f64), limit: Duration) -> Result<(), (Option<f64>, Option<f64>)> {
+    poll(limit, || async {
         let text = get(port, "/metrics").await.map(|(_, body)| body).unwrap_or_default();
-        match gauges(&text) {
-            (Some(0.0), Some(0.0)) => Poll::Done(()),
-            other => Poll::Pending(other),
+        let read = (
+            metric(&text, "spark_application_running_count"),
+            metric(&text, "spark_executor_running_count"),
+        );
+        if read == (Some(expected.0), Some(expected.1)) {
+            Poll::Done(())
+        } else {
+            Poll::Pending(read)
         }
     })
-    .await;
-    assert!(ended.is_ok(), "after the end: {ended:?}");
+    .await
 }
