@@ -1,5 +1,6 @@
 //! `spark-operator`: the one binary of the Spark operator. Each subcommand lives in `commands/`; `cli.rs`
-//! declares them.
+//! declares them. Built without the default `dev` feature (the container image), it contains nothing of
+//! the simulator.
 
 mod cli;
 mod commands;
@@ -8,12 +9,11 @@ use std::io;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::Parser;
 
-use crate::cli::{Cli, Command};
+use crate::cli::Command;
 
 fn main() -> anyhow::Result<ExitCode> {
-    let cli = Cli::parse();
+    let cli = cli::parse();
     let stdout = io::stdout();
     let mut out = stdout.lock();
     match cli.command {
@@ -25,6 +25,11 @@ fn main() -> anyhow::Result<ExitCode> {
             commands::controller::run(*args).context("spark-operator controller")?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Operator(args) => {
+            commands::operator::run(*args).context("spark-operator operator")?;
+            Ok(ExitCode::SUCCESS)
+        }
+        #[cfg(feature = "dev")]
         Command::Dev(args) => {
             commands::dev::run(args, &mut out).context("spark-operator dev")?;
             Ok(ExitCode::SUCCESS)

@@ -2,8 +2,6 @@
 //! (`SPARK_OPERATOR_CONTROLLER_<FLAG>`), which is how the Helm chart sets them. Kubeflow's flag names are
 //! accepted as aliases where the concept is the same.
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::state::Timing;
@@ -17,16 +15,12 @@ pub const MIN_STATUS_BYTE_BUDGET: usize = 16 * 1024;
 #[derive(Clone, Debug, clap::Args)]
 pub struct ControllerArgs {
     /// Namespaces to watch, comma-separated; empty: all namespaces.
-    #[arg(long, value_delimiter = ',', env = "SPARK_OPERATOR_CONTROLLER_NAMESPACES")]
+    #[arg(long, value_delimiter = ',')]
     pub namespaces: Vec<String>,
 
     /// Watch only namespaces with these labels (a label selector, e.g. `spark=enabled`); with
     /// --namespaces empty.
-    #[arg(
-        long,
-        env = "SPARK_OPERATOR_CONTROLLER_NAMESPACE_SELECTOR",
-        conflicts_with = "namespaces"
-    )]
+    #[arg(long, conflicts_with = "namespaces")]
     pub namespace_selector: Option<String>,
 
     /// Applications reconciled at the same time.
@@ -34,8 +28,7 @@ pub struct ControllerArgs {
         long,
         alias = "controller-threads",
         default_value_t = 32,
-        value_parser = clap::value_parser!(u16).range(1..),
-        env = "SPARK_OPERATOR_CONTROLLER_CONCURRENCY"
+        value_parser = clap::value_parser!(u16).range(1..)
     )]
     pub concurrency: u16,
 
@@ -44,16 +37,14 @@ pub struct ControllerArgs {
     #[arg(
         long,
         alias = "max-tracked-executor-per-app",
-        default_value_t = spark_operator_api::status::MAX_RECENT_EXECUTORS,
-        env = "SPARK_OPERATOR_CONTROLLER_MAX_TRACKED_EXECUTORS"
+        default_value_t = spark_operator_api::status::MAX_RECENT_EXECUTORS
     )]
     pub max_tracked_executors: usize,
 
     /// Executor failures kept in status.recentExecutorFailures.
     #[arg(
         long,
-        default_value_t = spark_operator_api::status::MAX_RECENT_EXECUTOR_FAILURES,
-        env = "SPARK_OPERATOR_CONTROLLER_MAX_EXECUTOR_FAILURES"
+        default_value_t = spark_operator_api::status::MAX_RECENT_EXECUTOR_FAILURES
     )]
     pub max_executor_failures: usize,
 
@@ -62,31 +53,21 @@ pub struct ControllerArgs {
     #[arg(
         long,
         default_value_t = 256 * 1024,
-        value_parser = parse_budget,
-        env = "SPARK_OPERATOR_CONTROLLER_STATUS_BYTE_BUDGET"
+        value_parser = parse_budget
     )]
     pub status_byte_budget: usize,
 
     /// Seconds a driver may be stuck in ImagePullBackOff, ErrImagePull, CreateContainerConfigError,
     /// InvalidImageName or Unschedulable before the attempt fails with that reason; 0: wait forever.
-    #[arg(long, default_value_t = 300, env = "SPARK_OPERATOR_CONTROLLER_DRIVER_START_TIMEOUT")]
+    #[arg(long, default_value_t = 300)]
     pub driver_start_timeout: u64,
 
     /// Seconds after a submission during which a missing driver pod is put down to cache lag.
-    #[arg(
-        long,
-        default_value_t = 10,
-        env = "SPARK_OPERATOR_CONTROLLER_DRIVER_POD_CREATION_GRACE_PERIOD"
-    )]
+    #[arg(long, default_value_t = 10)]
     pub driver_pod_creation_grace_period: u64,
 
     /// Seconds to keep terminated applications without spec.timeToLiveSeconds; 0: forever.
-    #[arg(
-        long,
-        alias = "default-time-to-live-seconds",
-        default_value_t = 0,
-        env = "SPARK_OPERATOR_CONTROLLER_DEFAULT_TTL"
-    )]
+    #[arg(long, alias = "default-time-to-live-seconds", default_value_t = 0)]
     pub default_ttl: u64,
 
     /// Put the driver-protection finalizer on driver pods. Switch it off only to measure what it
@@ -94,101 +75,34 @@ pub struct ControllerArgs {
     #[arg(
         long,
         default_value_t = true,
-        action = clap::ArgAction::Set,
-        env = "SPARK_OPERATOR_CONTROLLER_DRIVER_FINALIZER"
+        action = clap::ArgAction::Set
     )]
     pub driver_finalizer: bool,
 
     /// Seconds between reconciles of an application nothing happened to (a safety net for missed events).
-    #[arg(long, default_value_t = 300, env = "SPARK_OPERATOR_CONTROLLER_RESYNC_PERIOD")]
+    #[arg(long, default_value_t = 300)]
     pub resync_period: u64,
 
-    /// Elect a leader through a Lease; only the leader reconciles.
-    #[arg(
-        long,
-        default_value_t = true,
-        action = clap::ArgAction::Set,
-        env = "SPARK_OPERATOR_CONTROLLER_LEADER_ELECTION"
-    )]
-    pub leader_election: bool,
-
-    /// Name of the leader election Lease.
-    #[arg(
-        long,
-        alias = "leader-election-lock-name",
-        default_value = "spark-operator-controller-lock",
-        env = "SPARK_OPERATOR_CONTROLLER_LEADER_ELECTION_LEASE_NAME"
-    )]
-    pub leader_election_lease_name: String,
-
-    /// Namespace of the leader election Lease (the chart sets the release namespace).
-    #[arg(
-        long,
-        alias = "leader-election-lock-namespace",
-        default_value = "default",
-        env = "SPARK_OPERATOR_CONTROLLER_LEADER_ELECTION_NAMESPACE"
-    )]
-    pub leader_election_namespace: String,
-
-    /// Seconds a Lease stays valid without renewal: a standby takes over within this.
-    #[arg(
-        long,
-        default_value_t = 15,
-        env = "SPARK_OPERATOR_CONTROLLER_LEADER_ELECTION_LEASE_DURATION"
-    )]
-    pub leader_election_lease_duration: u64,
-
-    /// Seconds between renewals (and acquisition attempts of a standby).
-    #[arg(
-        long,
-        default_value_t = 2,
-        env = "SPARK_OPERATOR_CONTROLLER_LEADER_ELECTION_RETRY_PERIOD"
-    )]
-    pub leader_election_retry_period: u64,
-
-    /// This replica's identity in the Lease; default: the host name and a random suffix.
-    #[arg(long, env = "SPARK_OPERATOR_CONTROLLER_IDENTITY")]
-    pub identity: Option<String>,
-
-    /// Address of /metrics, /healthz and /readyz; `off` to serve nothing.
-    #[arg(
-        long,
-        alias = "metrics-bind-address",
-        default_value = "0.0.0.0:8080",
-        value_parser = parse_listen,
-        env = "SPARK_OPERATOR_CONTROLLER_METRICS_ADDRESS"
-    )]
-    pub metrics_address: Listen,
-
     /// Name of the controller in Events (reportingController).
-    #[arg(
-        long,
-        default_value = "spark-operator",
-        env = "SPARK_OPERATOR_CONTROLLER_EVENT_REPORTER"
-    )]
+    #[arg(long, default_value = "spark-operator")]
     pub event_reporter: String,
 
     /// `SPARK_USER` of drivers without spec.proxyUser (the user spark-submit runs as in Kubeflow's image).
-    #[arg(long, default_value = "spark", env = "SPARK_OPERATOR_CONTROLLER_SPARK_USER")]
+    #[arg(long, default_value = "spark")]
     pub spark_user: String,
 
     /// Create the NetworkPolicy Spark 4's spark-submit creates for each driver, or never.
     #[arg(
         long,
         value_enum,
-        default_value_t = NetworkPolicyArg::AsSpark,
-        env = "SPARK_OPERATOR_CONTROLLER_NETWORK_POLICY"
+        default_value_t = NetworkPolicyArg::AsSpark
     )]
     pub network_policy: NetworkPolicyArg,
 
     /// `spark.master` of submitted applications; default: `k8s://` and the API server the controller
     /// itself uses (in a cluster: KUBERNETES_SERVICE_HOST and _PORT, as Kubeflow).
-    #[arg(long, env = "SPARK_OPERATOR_CONTROLLER_SPARK_MASTER_URL")]
+    #[arg(long)]
     pub spark_master_url: Option<String>,
-
-    /// kubeconfig to use; default: KUBECONFIG, ~/.kube/config or the in-cluster service account.
-    #[arg(long, env = "KUBECONFIG")]
-    pub kubeconfig: Option<PathBuf>,
 }
 
 /// `--network-policy` values.
@@ -197,23 +111,6 @@ pub enum NetworkPolicyArg {
     /// As spark-submit: for Spark 4 and later, unless excluded through Spark's feature steps.
     AsSpark,
     Never,
-}
-
-/// Where to listen, or not at all.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Listen {
-    Off,
-    On(SocketAddr),
-}
-
-fn parse_listen(value: &str) -> Result<Listen, String> {
-    match value.trim() {
-        "" | "0" | "off" => Ok(Listen::Off),
-        other => other
-            .parse()
-            .map(Listen::On)
-            .map_err(|e| format!("{other:?} is not an address like 0.0.0.0:8080 (or `off`): {e}")),
-    }
 }
 
 fn parse_budget(value: &str) -> Result<usize, String> {
@@ -271,17 +168,6 @@ impl ControllerArgs {
             _ => NamespaceScope::All,
         }
     }
-
-    /// This replica's name: the flag, else the host name and a random suffix.
-    pub fn identity(&self) -> String {
-        self.identity.clone().unwrap_or_else(|| {
-            let host = std::env::var("HOSTNAME")
-                .ok()
-                .filter(|h| !h.is_empty())
-                .unwrap_or_else(|| "spark-operator".to_owned());
-            format!("{host}-{}", &uuid::Uuid::new_v4().simple().to_string()[..8])
-        })
-    }
 }
 
 #[cfg(test)]
@@ -307,7 +193,7 @@ mod tests {
         let args = parse(&[]).unwrap();
         assert_eq!(args.namespace_scope(), NamespaceScope::All);
         assert_eq!(args.status_byte_budget, 256 * 1024);
-        assert!(args.driver_finalizer && args.leader_election);
+        assert!(args.driver_finalizer);
         assert_eq!(args.timing().driver_start_timeout, Some(Duration::from_secs(300)));
         assert_eq!(args.timing().default_ttl, None);
     }
@@ -318,30 +204,21 @@ mod tests {
             "--max-tracked-executor-per-app=1000",
             "--controller-threads=4",
             "--default-time-to-live-seconds=60",
-            "--leader-election-lock-name=lock",
         ])
         .unwrap();
         assert_eq!(args.max_tracked_executors, 1000);
         assert_eq!(args.concurrency, 4);
         assert_eq!(args.timing().default_ttl, Some(Duration::from_secs(60)));
-        assert_eq!(args.leader_election_lease_name, "lock");
     }
 
     #[test]
     fn namespaces_and_switches() {
-        let args = parse(&[
-            "--namespaces",
-            "a,b",
-            "--driver-finalizer=false",
-            "--metrics-address=off",
-        ])
-        .unwrap();
+        let args = parse(&["--namespaces", "a,b", "--driver-finalizer=false"]).unwrap();
         assert_eq!(
             args.namespace_scope(),
             NamespaceScope::List(vec!["a".into(), "b".into()])
         );
         assert!(!args.driver_finalizer);
-        assert_eq!(args.metrics_address, Listen::Off);
         let args = parse(&["--namespace-selector", "spark=on"]).unwrap();
         assert_eq!(args.namespace_scope(), NamespaceScope::Selector("spark=on".into()));
         assert!(parse(&["--namespaces", "a", "--namespace-selector", "x=y"]).is_err());
@@ -351,8 +228,6 @@ mod tests {
     fn bad_values_are_explained() {
         let err = parse(&["--status-byte-budget=100"]).unwrap_err().to_string();
         assert!(err.contains("at least 16384"), "{err}");
-        let err = parse(&["--metrics-address=nonsense"]).unwrap_err().to_string();
-        assert!(err.contains("0.0.0.0:8080"), "{err}");
         assert!(parse(&["--concurrency=0"]).is_err());
     }
 }

@@ -7,91 +7,15 @@
 //! The exposition (text format 0.0.4) is written here rather than with a client library because
 //! Kubeflow's counters have no `_total` suffix, which the OpenMetrics libraries add.
 
-use std::fmt::Write as _;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
 
-/// A monotonically increasing count.
-#[derive(Debug, Default)]
-pub struct Counter(AtomicU64);
+pub use spark_operator_runtime::metrics::{Counter, Gauge, Histogram};
+use spark_operator_runtime::metrics::{
+    LATENCY_SECONDS as LATENCY, Render, write_counter, write_gauge, write_histogram, write_labelled_counters,
+};
 
-impl Counter {
-    pub fn inc(&self) {
-        self.add(1);
-    }
+use crate::reconciler::ErrorCategory;
 
-    pub fn add(&self, n: u64) {
-        self.0.fetch_add(n, Ordering::Relaxed);
-    }
-
-    pub fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
-    }
-}
-
-/// A value that goes up and down.
-#[derive(Debug, Default)]
-pub struct Gauge(AtomicI64);
-
-impl Gauge {
-    pub fn add(&self, delta: i64) {
-        self.0.fetch_add(delta, Ordering::Relaxed);
-    }
-
-    pub fn set(&self, value: i64) {
-        self.0.store(value, Ordering::Relaxed);
-    }
-
-    pub fn get(&self) -> i64 {
-        self.0.load(Ordering::Relaxed)
-    }
-}
-
-/// Observations in cumulative buckets.
-#[derive(Debug)]
-pub struct Histogram {
-    bounds: Vec<f64>,
-    inner: Mutex<HistogramData>,
-}
-
-#[derive(Debug, Default)]
-struct HistogramData {
-    buckets: Vec<u64>,
-    sum: f64,
-    count: u64,
-}
-
-impl Histogram {
-    pub fn new(bounds: &[f64]) -> Self {
-        Self {
-            bounds: bounds.to_vec(),
-            inner: Mutex::new(HistogramData {
-                buckets: vec![0; bounds.len()],
-                ..HistogramData::default()
-            }),
-        }
-    }
-
-    pub fn observe(&self, value: f64) {
-        let Ok(mut data) = self.inner.lock() else { return };
-        data.sum += value;
-        data.count += 1;
-        for (bucket, bound) in data.buckets.iter_mut().zip(&self.bounds) {
-            if value <= *bound {
-                *bucket += 1;
-            }
-        }
-    }
-
-    pub fn count(&self) -> u64 {
-        self.inner.lock().map_or(0, |d| d.count)
-    }
-}
-
-/// Latency buckets in seconds, from 1 ms to 10 min.
-const LATENCY: &[f64] = &[
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 600.0,
-];
 /// Execution time buckets in seconds, from 1 s to 1 day.
 const EXECUTION: &[f64] = &[
     1.0, 5.0, 15.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0, 21600.0, 86400.0,
@@ -121,8 +45,8 @@ pub struct Metrics {
     pub status_write_errors: Counter,
     pub status_budget_shrinks: Counter,
     pub reconcile_duration: Histogram,
-    pub reconcile_errors: Counter,
-    pub leader: Gauge,
+    /// Failed reconciles by [`ErrorCategory`], in its order.
+    reconcile_errors: [Counter; ErrorCategory::ALL.len()],
     /// Where the running counts come from at each scrape (see [`Live`]).
     live: Mutex<Vec<LiveSource>>,
 }
@@ -162,8 +86,7 @@ impl Default for Metrics {
             status_write_errors: Counter::default(),
             status_budget_shrinks: Counter::default(),
             reconcile_duration: Histogram::new(LATENCY),
-            reconcile_errors: Counter::default(),
-            leader: Gauge::default(),
+            reconcile_errors: Default::default(),
             live: Mutex::new(Vec::new()),
         }
     }
@@ -180,16 +103,37 @@ impl std::fmt::Debug for Metrics {
 impl Metrics {
     /// Adds a source of running counts (one per controller cache).
     pub fn add_live_source(&self, source: LiveSource) {
-        if let Ok(mut live) = self.live.lock() {
-            live.push(source);
+        self.live.lock().unwrap_or_else(PoisonError::into_inner).push(source);
+    }
+
+    /// Forgets the sources (the caches of a leadership term that ended).
+    pub fn clear_live_sources(&self) {
+        self.live.lock().unwrap_or_else(PoisonError::into_inner).clear();
+    }
+
+    /// Counts a failed reconcile.
+    pub fn reconcile_error(&self, category: ErrorCategory) {
+        if let Some(counter) = ErrorCategory::ALL
+            .iter()
+            .position(|c| *c == category)
+            .and_then(|i| self.reconcile_errors.get(i))
+        {
+            counter.inc();
         }
+    }
+
+    /// Failed reconciles of one category.
+    pub fn reconcile_errors(&self, category: ErrorCategory) -> u64 {
+        ErrorCategory::ALL
+            .iter()
+            .position(|c| *c == category)
+            .and_then(|i| self.reconcile_errors.get(i))
+            .map_or(0, Counter::get)
     }
 
     /// What runs now, summed over the sources.
     pub fn live(&self) -> Live {
-        let Ok(sources) = self.live.lock() else {
-            return Live::default();
-        };
+        let sources = self.live.lock().unwrap_or_else(PoisonError::into_inner);
         sources
             .iter()
             .map(|source| source())
@@ -199,10 +143,17 @@ impl Metrics {
             })
     }
 
-    /// The Prometheus text exposition.
-    pub fn render(&self) -> String {
+    /// The Prometheus text exposition of these metrics alone.
+    pub fn render_text(&self) -> String {
         let mut out = String::with_capacity(8192);
-        let counters: [(&str, &str, &Counter); 12] = [
+        self.render(&mut out);
+        out
+    }
+}
+
+impl Render for Metrics {
+    fn render(&self, out: &mut String) {
+        let counters: [(&str, &str, &Counter); 11] = [
             ("spark_application_count", "Applications seen new", &self.app_count),
             (
                 "spark_application_submit_count",
@@ -254,21 +205,24 @@ impl Metrics {
                 "Status writes whose executor lists were shrunk to fit the byte budget",
                 &self.status_budget_shrinks,
             ),
-            (
-                "spark_operator_reconcile_errors",
-                "Reconciles that failed (retried)",
-                &self.reconcile_errors,
-            ),
         ];
         for (name, help, counter) in counters {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
-                counter.get()
-            );
+            write_counter(out, name, help, counter.get());
         }
+        let errors: Vec<(&str, u64)> = ErrorCategory::ALL
+            .iter()
+            .zip(&self.reconcile_errors)
+            .map(|(category, counter)| (category.as_str(), counter.get()))
+            .collect();
+        write_labelled_counters(
+            out,
+            "spark_operator_reconcile_errors",
+            "Reconciles that failed (retried), by category",
+            "category",
+            &errors,
+        );
         let live = self.live();
-        let gauges: [(&str, &str, i64); 3] = [
+        let gauges: [(&str, &str, i64); 2] = [
             (
                 "spark_application_running_count",
                 "Applications running",
@@ -279,14 +233,9 @@ impl Metrics {
                 "Executors running",
                 live.executors_running,
             ),
-            (
-                "spark_operator_leader",
-                "1 when this replica is the leader",
-                self.leader.get(),
-            ),
         ];
         for (name, help, value) in gauges {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}");
+            write_gauge(out, name, help, value);
         }
         let histograms: [(&str, &str, &Histogram); 9] = [
             (
@@ -338,21 +287,9 @@ impl Metrics {
             ),
         ];
         for (name, help, histogram) in histograms {
-            render_histogram(&mut out, name, help, histogram);
+            write_histogram(out, name, help, histogram);
         }
-        out
     }
-}
-
-fn render_histogram(out: &mut String, name: &str, help: &str, histogram: &Histogram) {
-    let Ok(data) = histogram.inner.lock() else { return };
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
-    for (bound, count) in histogram.bounds.iter().zip(&data.buckets) {
-        let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {count}");
-    }
-    let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {}", data.count);
-    let _ = writeln!(out, "{name}_sum {}", data.sum);
-    let _ = writeln!(out, "{name}_count {}", data.count);
 }
 
 #[cfg(test)]
@@ -374,7 +311,8 @@ mod tests {
         }));
         metrics.submit_latency.observe(0.003);
         metrics.submit_latency.observe(20.0);
-        let text = metrics.render();
+        metrics.reconcile_error(ErrorCategory::Api);
+        let text = metrics.render_text();
         assert!(text.contains("# TYPE spark_application_count counter\nspark_application_count 1\n"));
         assert!(text.contains("spark_application_submit_count 1\n"));
         assert!(text.contains("spark_application_running_count 1\n"));
@@ -384,6 +322,14 @@ mod tests {
         assert!(text.contains("spark_application_submit_latency_seconds_bucket{le=\"+Inf\"} 2\n"));
         assert!(text.contains("spark_application_submit_latency_seconds_count 2\n"));
         assert!(text.contains("spark_application_submit_latency_seconds_histogram_count 2\n"));
+        assert!(
+            text.contains("spark_operator_reconcile_errors{category=\"api\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("spark_operator_reconcile_errors{category=\"conflict\"} 0\n"),
+            "{text}"
+        );
         assert!(!text.contains("_total"));
     }
 }

@@ -77,6 +77,57 @@ pub enum Error {
     },
 }
 
+/// What kind of failure a reconcile error is: the label of `spark_operator_reconcile_errors`, so an
+/// operator can tell "the API server refuses us" from "we are not the leader" from "someone else
+/// changed the application" at a glance (Stackable's `ReconcilerError::category` is the model).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorCategory {
+    /// The application changed under the reconcile (retried at once).
+    Conflict,
+    /// A write was not sent: this replica does not hold the lease.
+    Fenced,
+    /// The API server refused a request or could not be reached.
+    Api,
+    /// Something could not be serialized.
+    Serialization,
+}
+
+impl ErrorCategory {
+    pub const ALL: [ErrorCategory; 4] = [Self::Conflict, Self::Fenced, Self::Api, Self::Serialization];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Conflict => "conflict",
+            Self::Fenced => "fenced",
+            Self::Api => "api",
+            Self::Serialization => "serialization",
+        }
+    }
+}
+
+/// Whether an error was caused by the fence (anywhere in its source chain).
+fn fenced(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(error);
+    while let Some(error) = next {
+        if error.is::<spark_operator_runtime::fence::NotLeader>() {
+            return true;
+        }
+        next = error.source();
+    }
+    false
+}
+
+impl Error {
+    pub fn category(&self) -> ErrorCategory {
+        match self {
+            Error::Status(status::Error::Conflict { .. }) => ErrorCategory::Conflict,
+            Error::Status(status::Error::Serialize { .. }) => ErrorCategory::Serialization,
+            other if fenced(other) => ErrorCategory::Fenced,
+            _ => ErrorCategory::Api,
+        }
+    }
+}
+
 /// How long a reconcile waits for the pod watch's first list before trying again later.
 const POD_WATCH_READY: Duration = Duration::from_secs(10);
 
@@ -147,8 +198,14 @@ pub async fn reconcile(app: Arc<SparkApplication>, ctx: Arc<Ctx>) -> Result<Acti
 
 /// Failed reconciles are retried soon: a conflict at once, anything else after a few seconds.
 pub fn error_policy(app: Arc<SparkApplication>, error: &Error, ctx: Arc<Ctx>) -> Action {
-    ctx.metrics.reconcile_errors.inc();
-    tracing::warn!(app = app.metadata.name.as_deref().unwrap_or_default(), %error, "reconcile failed");
+    let category = error.category();
+    ctx.metrics.reconcile_error(category);
+    tracing::warn!(
+        app = app.metadata.name.as_deref().unwrap_or_default(),
+        category = category.as_str(),
+        %error,
+        "reconcile failed"
+    );
     match error {
         Error::Status(status::Error::Conflict { .. }) => Action::requeue(Duration::from_millis(100)),
         _ => Action::requeue(Duration::from_secs(5)),

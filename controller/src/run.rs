@@ -1,8 +1,8 @@
-//! Running the controller: client, endpoints, leader election, then one Controller per watched scope
-//! (all namespaces; one per listed namespace; or all namespaces filtered by a namespace label selector).
+//! Running the controller inside a [`Runtime`]: while this replica leads, one Controller per watched
+//! scope (all namespaces; one per listed namespace; or all namespaces filtered by a namespace label
+//! selector).
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
@@ -12,105 +12,39 @@ use crate::pod::SparkPod as Pod;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use spark_operator_api::SparkApplication;
+use spark_operator_runtime::Runtime;
 use tokio::sync::watch;
 
-use crate::config::{ControllerArgs, Listen, NamespaceScope};
+use crate::config::{ControllerArgs, NamespaceScope};
 use crate::context::{Ctx, NamespaceFilter, Settings};
 use crate::events::Events;
 use crate::executors::Executors;
-use crate::leader::{self, LeaderElector};
 use crate::metrics::Metrics;
 use crate::reconciler::run_controller;
-use crate::server::{self, Readiness};
 
 /// Why the controller stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("reading the kubeconfig {path}: {source}")]
-    Kubeconfig {
-        path: String,
-        #[source]
-        source: kube::config::KubeconfigError,
-    },
-    #[error("finding the cluster to talk to (KUBECONFIG, ~/.kube/config or in-cluster): {0}")]
-    Infer(#[source] kube::config::InferConfigError),
-    #[error("building the Kubernetes client: {0}")]
-    Client(#[source] kube::Error),
-    #[error(transparent)]
-    Server(#[from] server::Error),
-    #[error(transparent)]
-    Leadership(#[from] leader::Error),
+    #[error("building the controller's fenced client")]
+    Client(#[source] spark_operator_runtime::client::Error),
 }
 
-/// Runs `spark-operator controller` until SIGTERM or Ctrl-C (or until leadership is lost: an error, so
-/// the process restarts and rejoins as a standby).
-pub async fn run(args: ControllerArgs) -> Result<(), Error> {
-    let config = match &args.kubeconfig {
-        Some(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(|source| Error::Kubeconfig {
-                path: path.display().to_string(),
-                source,
-            })?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
-                .await
-                .map_err(|source| Error::Kubeconfig {
-                    path: path.display().to_string(),
-                    source,
-                })?
-        }
-        None => kube::Config::infer().await.map_err(Error::Infer)?,
-    };
-    let master = args
+/// Reconciles SparkApplications until the runtime shuts down: while this replica leads, and only then.
+///
+/// Every write goes through a fenced client ([`spark_operator_runtime::fence`]), so a leader that lost
+/// its lease without noticing cannot write once a standby may lead. When leadership is lost the
+/// controllers are dropped at once (like a crash, which submission is built to survive: see
+/// `submit.rs`), and the replica waits to lead again; it never has to restart to rejoin.
+pub async fn run(args: ControllerArgs, runtime: &Runtime) -> Result<(), Error> {
+    let client = runtime.fenced_client().map_err(Error::Client)?;
+    let spark_master_url = args
         .spark_master_url
         .clone()
-        .unwrap_or_else(|| format!("k8s://{}", config.cluster_url.to_string().trim_end_matches('/')));
-    let client = kube::Client::try_from(config).map_err(Error::Client)?;
-    run_with_client(client, args, master, shutdown_signal()).await
-}
-
-/// Resolves on SIGTERM or Ctrl-C.
-pub async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        let terminate = async {
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(mut signal) => {
-                    signal.recv().await;
-                }
-                Err(_) => std::future::pending::<()>().await,
-            }
-        };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = terminate => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
-}
-
-/// Runs the controller with a given client until `shutdown` resolves. `spark_master_url` is the
-/// `spark.master` drivers get (`k8s://<API server>`).
-pub async fn run_with_client(
-    client: kube::Client,
-    args: ControllerArgs,
-    spark_master_url: String,
-    shutdown: impl Future<Output = ()>,
-) -> Result<(), Error> {
-    let metrics = Arc::new(Metrics::default());
-    let ready = Arc::new(Readiness::default());
-    let _endpoints = match args.metrics_address {
-        Listen::On(address) => {
-            let (bound, task) = server::serve(address, metrics.clone(), ready.clone()).await?;
-            tracing::info!(%bound, "serving /metrics, /healthz and /readyz");
-            Some(AbortOnDrop(task))
-        }
-        Listen::Off => None,
-    };
-    let identity = args.identity();
+        .unwrap_or_else(|| format!("k8s://{}", runtime.cluster_url()));
     let settings = Arc::new(Settings::from_args(&args, spark_master_url));
+    let metrics = Arc::new(Metrics::default());
+    runtime.metrics().register(metrics.clone());
+    let identity = runtime.identity().to_owned();
     tracing::info!(
         identity,
         scope = ?args.namespace_scope(),
@@ -118,80 +52,39 @@ pub async fn run_with_client(
         budget = settings.status_byte_budget,
         "spark-operator controller starting"
     );
-    let (stop, stopped) = watch::channel(false);
-    let controllers = reconcile_all(client.clone(), &args, &identity, settings, metrics.clone(), stopped);
-    let mut shutdown = std::pin::pin!(shutdown);
-    // Ready once the API server answers. A standby is ready too: it serves its endpoints, and a
-    // rollout must not wait for a leadership it will only get when the leader goes.
-    let _readiness = AbortOnDrop(tokio::spawn({
-        let client = client.clone();
-        let ready = ready.clone();
-        async move {
-            loop {
-                match client.apiserver_version().await {
-                    Ok(_) => break ready.set(true),
-                    Err(error) => tracing::warn!(%error, "the API server does not answer yet; not ready"),
-                }
-                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-            }
+    let shutdown = runtime.shutdown().clone();
+    let mut leadership = runtime.leadership();
+    loop {
+        tokio::select! {
+            _ = leadership.leading() => {}
+            _ = shutdown.fired() => return Ok(()),
         }
-    }));
-
-    if !args.leader_election {
-        metrics.leader.set(1);
+        tracing::info!(identity, "reconciling");
+        // The running gauges come from this term's caches only.
+        metrics.clear_live_sources();
+        let (stop, stopped) = watch::channel(false);
+        let controllers = reconcile_all(
+            client.clone(),
+            &args,
+            &identity,
+            settings.clone(),
+            metrics.clone(),
+            stopped,
+        );
         let mut controllers = std::pin::pin!(controllers);
         tokio::select! {
             _ = &mut controllers => return Ok(()),
-            _ = &mut shutdown => {}
+            _ = leadership.lost() => {
+                tracing::warn!(identity, "not leading any more: reconciling stops, writes are fenced");
+            }
+            _ = shutdown.fired() => {
+                // Finish the reconciles in flight while still leading; the runtime releases the lease
+                // afterwards.
+                let _ = stop.send(true);
+                controllers.await;
+                return Ok(());
+            }
         }
-        let _ = stop.send(true);
-        controllers.await;
-        return Ok(());
-    }
-
-    let elector = LeaderElector::new(
-        client,
-        &args.leader_election_namespace,
-        &args.leader_election_lease_name,
-        &identity,
-        std::time::Duration::from_secs(args.leader_election_lease_duration.max(1)),
-        std::time::Duration::from_secs(args.leader_election_retry_period.max(1)),
-    );
-    tokio::select! {
-        _ = elector.acquire() => {}
-        _ = &mut shutdown => return Ok(()),
-    }
-    metrics.leader.set(1);
-    let mut controllers = std::pin::pin!(controllers);
-    enum End {
-        Finished,
-        Lost(leader::Error),
-        Shutdown,
-    }
-    let end = tokio::select! {
-        _ = &mut controllers => End::Finished,
-        lost = elector.hold() => End::Lost(lost),
-        _ = &mut shutdown => End::Shutdown,
-    };
-    metrics.leader.set(0);
-    let _ = stop.send(true);
-    match end {
-        End::Finished => Ok(()),
-        End::Lost(lost) => Err(lost.into()),
-        End::Shutdown => {
-            controllers.await;
-            elector.release().await;
-            Ok(())
-        }
-    }
-}
-
-/// Aborts a task when dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 

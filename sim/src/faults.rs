@@ -19,11 +19,13 @@ pub enum FaultAction {
 
 /// A rule: requests with this verb (`get`, `list`, `watch`, `create`, `update`, `patch`,
 /// `delete`, `deletecollection`; None = any) on this resource (plural, `pods` or
-/// `deployments.apps`; None = any) get `action`, `times` times (None = until cleared).
+/// `deployments.apps`; None = any) from a client whose User-Agent contains `user_agent` (None = any
+/// client) get `action`, `times` times (None = until cleared).
 #[derive(Debug, Clone)]
 pub struct FaultRule {
     pub verb: Option<String>,
     pub resource: Option<String>,
+    pub user_agent: Option<String>,
     pub action: FaultAction,
     pub times: Option<usize>,
 }
@@ -66,7 +68,7 @@ impl Faults {
     }
 
     /// The faults for one request (`group` empty for the core group).
-    pub fn decide(&self, verb: &str, group: &str, resource: &str) -> FaultDecision {
+    pub fn decide(&self, verb: &str, group: &str, resource: &str, user_agent: &str) -> FaultDecision {
         let mut decision = FaultDecision::default();
         if self.is_unavailable() {
             decision.fail = Some(ApiError::ServiceUnavailable(
@@ -83,7 +85,8 @@ impl Faults {
         for rule in rules.iter_mut() {
             let verb_ok = rule.verb.as_deref().is_none_or(|v| v == verb);
             let res_ok = rule.resource.as_deref().is_none_or(|r| r == resource || r == qualified);
-            if !verb_ok || !res_ok || rule.times == Some(0) {
+            let agent_ok = rule.user_agent.as_deref().is_none_or(|a| user_agent.contains(a));
+            if !verb_ok || !res_ok || !agent_ok || rule.times == Some(0) {
                 continue;
             }
             if let Some(t) = rule.times.as_mut() {
@@ -118,6 +121,7 @@ mod tests {
         f.add(FaultRule {
             verb: Some("create".into()),
             resource: Some("pods".into()),
+            user_agent: None,
             action: FaultAction::Fail {
                 code: 500,
                 reason: "InternalError".into(),
@@ -125,12 +129,33 @@ mod tests {
             },
             times: Some(1),
         });
-        assert!(f.decide("get", "", "pods").fail.is_none());
-        assert!(f.decide("create", "apps", "deployments").fail.is_none());
-        assert_eq!(f.decide("create", "", "pods").fail.unwrap().code(), 500);
-        assert!(f.decide("create", "", "pods").fail.is_none(), "used up");
+        assert!(f.decide("get", "", "pods", "").fail.is_none());
+        assert!(f.decide("create", "apps", "deployments", "").fail.is_none());
+        assert_eq!(f.decide("create", "", "pods", "").fail.unwrap().code(), 500);
+        assert!(f.decide("create", "", "pods", "").fail.is_none(), "used up");
+        f.add(FaultRule {
+            verb: Some("update".into()),
+            resource: Some("leases.coordination.k8s.io".into()),
+            user_agent: Some("(replica-a)".into()),
+            action: FaultAction::Fail {
+                code: 500,
+                reason: "InternalError".into(),
+                message: "boom".into(),
+            },
+            times: None,
+        });
+        let lease_update = |agent: &str| f.decide("update", "coordination.k8s.io", "leases", agent).fail;
+        assert!(
+            lease_update("spark-operator/0.1.0 (replica-b)").is_none(),
+            "another client"
+        );
+        assert!(lease_update("spark-operator/0.1.0 (replica-a)").is_some());
+        assert!(
+            lease_update("spark-operator/0.1.0 (replica-a)").is_some(),
+            "until cleared"
+        );
         f.make_unavailable(Duration::from_secs(60));
-        assert_eq!(f.decide("get", "", "pods").fail.unwrap().code(), 503);
+        assert_eq!(f.decide("get", "", "pods", "").fail.unwrap().code(), 503);
         f.clear();
         assert!(!f.is_unavailable());
     }

@@ -85,6 +85,7 @@ pub enum SimError {
 pub struct Sim {
     store: Store,
     faults: Arc<Faults>,
+    audit: Arc<crate::audit::AuditLog>,
     server: ServerHandle,
     kubeconfig_path: PathBuf,
     pki: Pki,
@@ -122,12 +123,14 @@ impl Sim {
         let nodes =
             crate::node::NodeCluster::start(store.clone(), config.data_dir.clone(), config.nodes.clone()).await?;
         let faults = Arc::new(Faults::default());
+        let audit = Arc::new(crate::audit::AuditLog::default());
         let token = uuid::Uuid::new_v4().simple().to_string();
         let listener = server::bind(config.port).await?;
         let addr = listener.local_addr().map_err(ServeError::LocalAddr)?;
         let state = Arc::new(AppState {
             store: store.clone(),
             faults: faults.clone(),
+            audit: audit.clone(),
             token: token.clone(),
             server_address: addr.to_string(),
             bookmark_interval: config.bookmark_interval,
@@ -152,6 +155,7 @@ impl Sim {
         Ok(Sim {
             store,
             faults,
+            audit,
             server,
             kubeconfig_path,
             pki,
@@ -172,6 +176,11 @@ impl Sim {
     }
 
     /// Fault injection for requests over HTTP.
+    /// The audit log of API requests (off until enabled).
+    pub fn audit(&self) -> &crate::audit::AuditLog {
+        &self.audit
+    }
+
     pub fn faults(&self) -> &Faults {
         &self.faults
     }

@@ -214,6 +214,7 @@ async fn faults_fail_requests_and_make_the_server_unavailable() {
     sim.faults().add(FaultRule {
         verb: Some("create".into()),
         resource: Some("configmaps".into()),
+        user_agent: None,
         // Not 429/503: kube-rs retries those by itself.
         action: FaultAction::Fail {
             code: 500,

@@ -70,6 +70,7 @@ async fn watcher_survives_disconnect_and_410_without_losing_or_repeating_events(
     sim.faults().add(FaultRule {
         verb: Some("watch".into()),
         resource: Some("configmaps".into()),
+        user_agent: None,
         action: FaultAction::Fail {
             code: 503,
             reason: "ServiceUnavailable".into(),

@@ -4,10 +4,12 @@
 use std::io::Write;
 use std::path::PathBuf;
 
+use spark_operator_runtime::{client, logging, tokio_runtime};
+
 #[derive(Debug, clap::Args)]
 pub struct CleanupArgs {
     /// Namespaces to clean, comma-separated; empty: all namespaces.
-    #[arg(long, value_delimiter = ',', env = "SPARK_OPERATOR_CLEANUP_NAMESPACES")]
+    #[arg(long, value_delimiter = ',')]
     pub namespaces: Vec<String>,
 
     /// kubeconfig to use; default: KUBECONFIG, ~/.kube/config or the in-cluster service account.
@@ -17,16 +19,8 @@ pub struct CleanupArgs {
 
 #[derive(Debug, thiserror::Error)]
 pub enum CleanupError {
-    #[error("could not read the kubeconfig {path}")]
-    Kubeconfig {
-        path: String,
-        #[source]
-        source: kube::config::KubeconfigError,
-    },
-    #[error("could not find the cluster (KUBECONFIG, ~/.kube/config or in-cluster)")]
-    Infer(#[source] kube::config::InferConfigError),
-    #[error("could not build the Kubernetes client")]
-    Client(#[source] kube::Error),
+    #[error(transparent)]
+    Client(#[from] spark_operator_runtime::client::Error),
     #[error(transparent)]
     Release(#[from] spark_operator_controller::driver_finalizer::Error),
     #[error("could not write to standard output")]
@@ -34,22 +28,8 @@ pub enum CleanupError {
 }
 
 async fn client(args: &CleanupArgs) -> Result<kube::Client, CleanupError> {
-    let config = match &args.kubeconfig {
-        Some(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(|source| CleanupError::Kubeconfig {
-                path: path.display().to_string(),
-                source,
-            })?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
-                .await
-                .map_err(|source| CleanupError::Kubeconfig {
-                    path: path.display().to_string(),
-                    source,
-                })?
-        }
-        None => kube::Config::infer().await.map_err(CleanupError::Infer)?,
-    };
-    kube::Client::try_from(config).map_err(CleanupError::Client)
+    let config = client::config_from(args.kubeconfig.as_deref()).await?;
+    Ok(client::client(config)?)
 }
 
 /// Releases every finalizer and says how many pods it released.
@@ -67,7 +47,7 @@ pub async fn cleanup(args: &CleanupArgs, out: &mut impl Write) -> Result<usize, 
 }
 
 pub fn run(args: &CleanupArgs, out: &mut impl Write) -> anyhow::Result<()> {
-    super::controller::init_tracing();
-    super::controller::runtime()?.block_on(cleanup(args, out))?;
+    logging::init();
+    tokio_runtime()?.block_on(cleanup(args, out))?;
     Ok(())
 }

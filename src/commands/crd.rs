@@ -13,7 +13,7 @@ pub const REGENERATE_COMMAND: &str = "cargo run -- crd --output-dir charts/spark
 #[derive(Debug, clap::Args)]
 pub struct CrdArgs {
     /// Write one file per CRD (<group>_<plural>.yaml) into this directory instead of printing them.
-    #[arg(long, value_name = "DIR", env = "SPARK_OPERATOR_CRD_OUTPUT_DIR")]
+    #[arg(long, value_name = "DIR")]
     pub output_dir: Option<PathBuf>,
 }
 

@@ -3,6 +3,8 @@
 pub mod cleanup;
 pub mod controller;
 pub mod crd;
+#[cfg(feature = "dev")]
 pub mod dev;
 pub mod documents;
+pub mod operator;
 pub mod validate;

@@ -21,17 +21,11 @@ pub struct ValidateArgs {
         value_name = "FILE",
         required = true,
         num_args = 1..,
-        value_delimiter = ',',
-        env = "SPARK_OPERATOR_VALIDATE_FILENAME"
+        value_delimiter = ','
     )]
     pub files: Vec<PathBuf>,
     /// Namespace of the objects whose metadata names none, as kubectl's --namespace.
-    #[arg(
-        short = 'n',
-        long,
-        value_name = "NAMESPACE",
-        env = "SPARK_OPERATOR_VALIDATE_NAMESPACE"
-    )]
+    #[arg(short = 'n', long, value_name = "NAMESPACE")]
     pub namespace: Option<String>,
 }
 

@@ -11,54 +11,15 @@ use std::future::Future;
 use std::time::Duration;
 
 use clap::Parser;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, PostParams};
-use kube_sim::node::{NodeSpec, NodesConfig, PodGc};
-use kube_sim::{Sim, SimConfig};
 use spark_operator_api::SparkApplication;
 use spark_operator_controller::ControllerArgs;
+pub use spark_operator_dev::ClusterOptions;
+use spark_operator_runtime::{Runtime, RuntimeArgs, shutdown::Shutdown};
 
-/// How the simulated cluster is made.
-#[derive(Clone, Debug)]
-pub struct ClusterOptions {
-    pub nodes: usize,
-    /// CPUs of each node (big nodes let hundreds of applications run at once).
-    pub node_cpu: String,
-    pub node_memory: String,
-    pub node_pods: u32,
-    pub pod_gc: PodGc,
-    /// Record the kubelets' Normal events (off for big churn runs: they triple the writes per pod).
-    pub normal_events: bool,
-}
-
-impl Default for ClusterOptions {
-    fn default() -> Self {
-        Self {
-            nodes: 3,
-            node_cpu: "8".into(),
-            node_memory: "32Gi".into(),
-            node_pods: 110,
-            pod_gc: PodGc::Off,
-            normal_events: true,
-        }
-    }
-}
-
-impl ClusterOptions {
-    /// Nodes big enough for a few hundred small applications at once.
-    pub fn big() -> Self {
-        Self {
-            node_cpu: "1000".into(),
-            node_memory: "4000Gi".into(),
-            node_pods: 5000,
-            ..Self::default()
-        }
-    }
-}
-
-/// A running simulated cluster with the operator's CRDs.
+/// A running simulated cluster with the operator's CRDs (set up as `spark-operator dev` sets it up).
 pub struct Cluster {
-    pub sim: Sim,
+    pub sim: kube_sim::Sim,
     pub client: kube::Client,
     _dir: tempfile::TempDir,
 }
@@ -71,46 +32,33 @@ pub fn init_logging() {
         .try_init();
 }
 
+/// The flags of an in-process controller: the runtime's and the controller's, as `spark-operator
+/// controller` takes them.
+#[derive(Clone, Debug, Parser)]
+#[command(args_override_self = true)]
+pub struct ControllerFlags {
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+    #[command(flatten)]
+    pub controller: ControllerArgs,
+}
+
 impl Cluster {
     pub async fn start(options: ClusterOptions) -> Cluster {
         init_logging();
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let mut config = SimConfig::new(dir.path());
-        let nodes = (1..=options.nodes)
-            .map(|i| {
-                let mut node = NodeSpec::numbered(i);
-                node.cpu = options.node_cpu.clone();
-                node.memory = options.node_memory.clone();
-                node.pods = options.node_pods;
-                node
-            })
-            .collect();
-        config.nodes = NodesConfig {
-            nodes,
-            pod_gc: options.pod_gc,
-            normal_events: options.normal_events,
-            ..NodesConfig::default()
-        };
-        config.root_ca_configmap = true;
-        let sim = Sim::start(config).await.expect("the simulated cluster starts");
-        let client = sim.client().await.expect("a client of the simulated cluster");
-        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        for crd in spark_operator_api::crd::all_crds() {
-            crds.create(&PostParams::default(), &crd)
-                .await
-                .expect("the CRDs install");
+        let cluster = spark_operator_dev::Cluster::start(dir.path(), &options)
+            .await
+            .expect("the simulated cluster starts with the CRDs");
+        Cluster {
+            sim: cluster.sim,
+            client: cluster.client,
+            _dir: dir,
         }
-        Cluster { sim, client, _dir: dir }
     }
 
     /// Controller flags for tests: no leader election, no endpoints, then `extra` (which win).
-    pub fn args(&self, extra: &[&str]) -> ControllerArgs {
-        #[derive(Parser)]
-        #[command(args_override_self = true)]
-        struct Wrapper {
-            #[command(flatten)]
-            args: ControllerArgs,
-        }
+    pub fn args(&self, extra: &[&str]) -> ControllerFlags {
         let mut argv = vec![
             "controller".to_owned(),
             "--leader-election=false".to_owned(),
@@ -118,14 +66,13 @@ impl Cluster {
             format!("--spark-master-url=k8s://{}", self.sim.url()),
         ];
         argv.extend(extra.iter().map(|a| (*a).to_owned()));
-        Wrapper::try_parse_from(argv).expect("valid controller flags").args
+        ControllerFlags::try_parse_from(argv).expect("valid controller flags")
     }
 
     /// Starts a controller in this process, on its own thread and runtime as if it were its own
     /// process; dropping it (or [`Controller::kill`]) stops it at once, as `kill -9` would.
-    pub fn controller(&self, args: ControllerArgs) -> Controller {
+    pub fn controller(&self, flags: ControllerFlags) -> Controller {
         let kubeconfig = self.sim.kubeconfig_path().to_path_buf();
-        let master = args.spark_master_url.clone().unwrap_or_default();
         let (kill, killed) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::Builder::new()
             .name(CONTROLLER_THREAD.into())
@@ -140,14 +87,14 @@ impl Cluster {
                     .expect("a runtime for the controller");
                 runtime.block_on(async move {
                     // Its own client, as a separate process would have.
-                    let kubeconfig = kube::config::Kubeconfig::read_from(&kubeconfig).expect("the kubeconfig");
-                    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+                    let config = spark_operator_runtime::client::config_from(Some(&kubeconfig))
                         .await
                         .expect("a client configuration");
-                    let client = kube::Client::try_from(config).expect("a client");
+                    let operator = Runtime::start(config, flags.runtime.settings(), Shutdown::never())
+                        .await
+                        .expect("the runtime starts");
                     tokio::select! {
-                        result = spark_operator_controller::run_with_client(
-                            client, args, master, std::future::pending()) => {
+                        result = spark_operator_controller::run(flags.controller, &operator) => {
                             if let Err(error) = result {
                                 eprintln!("controller stopped: {error}");
                             }

@@ -45,7 +45,54 @@ fn admin() -> UserInfo {
     }
 }
 
+/// Handles one request and records it in the audit log (when that is on).
 pub(crate) async fn handle(
+    state: Arc<AppState>,
+    req: Request<hyper::body::Incoming>,
+    client_cert: bool,
+) -> Response<Body> {
+    if !state.audit.is_enabled() {
+        return handle_request(state, req, client_cert).await;
+    }
+    let received = jiff::Timestamp::now();
+    let user_agent = user_agent(req.headers()).to_owned();
+    let username = authenticate(&state, client_cert, req.headers())
+        .map(|u| u.username)
+        .unwrap_or_default();
+    let path = match route(req.uri().path()) {
+        Route::Resource(p) => {
+            let query = Query::parse(req.uri().query());
+            Some((verb_of(req.method(), &p, &query), p))
+        }
+        _ => None,
+    };
+    let response = handle_request(state.clone(), req, client_cert).await;
+    if let Some((verb, p)) = path {
+        state.audit.record(crate::audit::AuditEvent {
+            received,
+            answered: jiff::Timestamp::now(),
+            verb: verb.to_owned(),
+            group: p.group,
+            resource: p.resource,
+            subresource: p.subresource,
+            namespace: p.namespace,
+            name: p.name,
+            username,
+            user_agent,
+            code: response.status().as_u16(),
+        });
+    }
+    response
+}
+
+fn user_agent(headers: &HeaderMap) -> &str {
+    headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+}
+
+async fn handle_request(
     state: Arc<AppState>,
     req: Request<hyper::body::Incoming>,
     client_cert: bool,
@@ -68,7 +115,7 @@ pub(crate) async fn handle(
         Route::Resource(p) => (verb_of(req.method(), p, &query), p.group.clone(), p.resource.clone()),
         _ => ("get", String::new(), String::new()),
     };
-    let decision = state.faults.decide(verb, &group, &resource);
+    let decision = state.faults.decide(verb, &group, &resource, user_agent(req.headers()));
     if !decision.delay.is_zero() {
         tokio::time::sleep(decision.delay).await;
     }

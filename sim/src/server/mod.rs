@@ -23,6 +23,7 @@ use crate::store::Store;
 pub(crate) struct AppState {
     pub store: Store,
     pub faults: Arc<Faults>,
+    pub audit: Arc<crate::audit::AuditLog>,
     /// The bearer token of the kubeconfig's token user.
     pub token: String,
     /// `host:port`, for `/api`'s serverAddressByClientCIDRs.

@@ -13,6 +13,7 @@ fn fail(verb: &str, resource: &str, times: usize) -> FaultRule {
     FaultRule {
         verb: Some(verb.into()),
         resource: Some(resource.into()),
+        user_agent: None,
         action: FaultAction::Fail {
             code: 500,
             reason: "InternalError".into(),

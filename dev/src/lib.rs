@@ -1,0 +1,123 @@
+//! One way to set up the simulated cluster the operator runs in: kube-sim with nodes, kubelets and the
+//! fake Spark driver, and the operator's CRDs installed. `spark-operator dev` and the end-to-end tests
+//! both start their cluster here, so what a newcomer tries is what the tests prove.
+//!
+//! This crate is only linked with the `dev` feature of the binary (on by default, off in the image).
+
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams};
+use kube_sim::node::{NodeSpec, NodesConfig, PodGc};
+use kube_sim::{Sim, SimConfig};
+
+/// Why the cluster could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("starting the simulated cluster")]
+    Start(#[source] kube_sim::SimError),
+    #[error("connecting to the simulated cluster")]
+    Connect(#[source] kube_sim::SimError),
+    #[error("installing the CRD {name}")]
+    InstallCrd {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// How the cluster is made.
+#[derive(Clone, Debug)]
+pub struct ClusterOptions {
+    pub nodes: usize,
+    /// CPUs of each node (big nodes let hundreds of applications run at once).
+    pub node_cpu: String,
+    pub node_memory: String,
+    pub node_pods: u32,
+    pub pod_gc: PodGc,
+    /// Record the kubelets' Normal events (off for big churn runs: they triple the writes per pod).
+    pub normal_events: bool,
+    /// API server port on 127.0.0.1; 0 picks a free one.
+    pub port: u16,
+    /// Where to write the kubeconfig; default: `<data-dir>/kubeconfig`.
+    pub kubeconfig: Option<PathBuf>,
+}
+
+impl Default for ClusterOptions {
+    fn default() -> Self {
+        let node = NodeSpec::numbered(1);
+        Self {
+            nodes: 3,
+            node_cpu: node.cpu,
+            node_memory: node.memory,
+            node_pods: node.pods,
+            pod_gc: PodGc::Off,
+            normal_events: true,
+            port: 0,
+            kubeconfig: None,
+        }
+    }
+}
+
+impl ClusterOptions {
+    /// Nodes big enough for a few hundred small applications at once.
+    pub fn big() -> Self {
+        Self {
+            node_cpu: "1000".into(),
+            node_memory: "4000Gi".into(),
+            node_pods: 5000,
+            ..Self::default()
+        }
+    }
+}
+
+/// A running simulated cluster with the operator's CRDs.
+pub struct Cluster {
+    pub sim: Sim,
+    /// An administrator's client.
+    pub client: kube::Client,
+}
+
+impl Cluster {
+    /// Starts the cluster with its files under `data_dir` and installs the CRDs.
+    pub async fn start(data_dir: &Path, options: &ClusterOptions) -> Result<Cluster, Error> {
+        let mut config = SimConfig::new(data_dir);
+        config.kubeconfig_path = options.kubeconfig.clone();
+        config.port = options.port;
+        config.nodes = NodesConfig {
+            nodes: (1..=options.nodes)
+                .map(|i| NodeSpec::numbered(i).capacity(&options.node_cpu, &options.node_memory, options.node_pods))
+                .collect(),
+            pod_gc: options.pod_gc,
+            normal_events: options.normal_events,
+            ..NodesConfig::default()
+        };
+        // Pods mount kube-root-ca.crt through their API-access volume, as in a real cluster.
+        config.root_ca_configmap = options.nodes > 0;
+        let sim = Sim::start(config).await.map_err(Error::Start)?;
+        let client = sim.client().await.map_err(Error::Connect)?;
+        install_crds(&client).await?;
+        Ok(Cluster { sim, client })
+    }
+
+    /// `spark.master` for drivers in this cluster.
+    pub fn spark_master_url(&self) -> String {
+        format!("k8s://{}", self.sim.url())
+    }
+}
+
+/// Installs (or updates) the operator's CRDs by server-side apply, as `kubectl apply --server-side`.
+pub async fn install_crds(client: &kube::Client) -> Result<(), Error> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in spark_operator_api::crd::all_crds() {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        crds.patch(
+            &name,
+            &PatchParams::apply("spark-operator").force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .map_err(|source| Error::InstallCrd { name, source })?;
+    }
+    Ok(())
+}
