@@ -15,12 +15,15 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use spark_operator_api::SparkApplication;
 use spark_operator_api::defaults::apply_defaults;
-use spark_operator_api::labels::{FINALIZER_DRIVER_PROTECTION, LABEL_APP_NAME, LABEL_LAUNCHED_BY_SPARK_OPERATOR};
+use spark_operator_api::labels::FINALIZER_DRIVER_PROTECTION;
 
 use crate::context::Settings;
 use crate::state::SubmitOutcome;
 use crate::status::FIELD_MANAGER;
-use crate::submission::{SubmissionIds, SubmissionInput, application_owner, build_submission};
+use crate::submission::{
+    ExistingDriverPod, SubmissionIds, SubmissionInput, application_owner, build_submission,
+    classify_existing_driver_pod,
+};
 
 /// What became of a submission.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -157,15 +160,17 @@ pub async fn submit(
                 // Deleted in between: the next reconcile creates it.
                 return Ok(Submitted::WaitForOldDriver { pod: pod_name });
             };
-            match judge_existing(&existing, &app, submission_id) {
-                Existing::Ours => (existing.metadata.uid.unwrap_or_default(), SubmitOutcome::Adopted),
-                Existing::EarlierRun => {
+            match classify_existing_driver_pod(&existing, &app, submission_id) {
+                ExistingDriverPod::ThisSubmission => {
+                    (existing.metadata.uid.unwrap_or_default(), SubmitOutcome::Adopted)
+                }
+                ExistingDriverPod::EarlierSubmission { .. } => {
                     if existing.metadata.deletion_timestamp.is_none() {
                         delete_pod(&pods, &pod_name, &namespace).await?;
                     }
                     return Ok(Submitted::WaitForOldDriver { pod: pod_name });
                 }
-                Existing::Foreign => {
+                ExistingDriverPod::Unrelated => {
                     let message = format!(
                         "a pod named {pod_name} already exists and was not created for this application: delete \
                          it, or name the driver differently with spec.driver.podName"
@@ -209,36 +214,6 @@ pub async fn submit(
             Ok(Submitted::Done(SubmitOutcome::Failed { message }))
         }
         Err(error) => Err(error),
-    }
-}
-
-/// Whose is a pod that already has the driver's name.
-#[derive(Debug, PartialEq, Eq)]
-enum Existing {
-    /// Ours, this very submission: adopt it.
-    Ours,
-    /// Ours, an earlier submission of this application (or of an application of the same name that
-    /// was deleted): it has to go first.
-    EarlierRun,
-    /// Not the operator's.
-    Foreign,
-}
-
-fn judge_existing(pod: &Pod, app: &SparkApplication, submission_id: &str) -> Existing {
-    let labels = pod.metadata.labels.clone().unwrap_or_default();
-    let launched = labels.get(LABEL_LAUNCHED_BY_SPARK_OPERATOR).map(String::as_str) == Some("true");
-    let same_app = labels.get(LABEL_APP_NAME) == app.metadata.name.as_ref();
-    if !launched || !same_app {
-        return Existing::Foreign;
-    }
-    if labels
-        .get(spark_operator_api::labels::LABEL_SUBMISSION_ID)
-        .map(String::as_str)
-        == Some(submission_id)
-    {
-        Existing::Ours
-    } else {
-        Existing::EarlierRun
     }
 }
 
@@ -325,27 +300,6 @@ mod tests {
             submission_ids("b", t).config_map_id
         );
         assert!(submission_ids("a", t).app_id.starts_with("spark-"));
-    }
-
-    #[test]
-    fn an_existing_pod_is_adopted_only_when_it_is_this_submission() {
-        let app: SparkApplication = serde_json::from_value(json!({
-            "apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication",
-            "metadata": {"name": "pi", "namespace": "ns", "uid": "u"},
-            "spec": {"type": "Scala", "sparkVersion": "4.0.4", "driver": {}, "executor": {}}
-        }))
-        .unwrap();
-        let pod = |labels: serde_json::Value| -> Pod {
-            serde_json::from_value(json!({"metadata": {"name": "pi-driver", "labels": labels}})).unwrap()
-        };
-        let ours = json!({"sparkoperator.k8s.io/launched-by-spark-operator": "true",
-            "sparkoperator.k8s.io/app-name": "pi", "sparkoperator.k8s.io/submission-id": "s1"});
-        assert_eq!(judge_existing(&pod(ours.clone()), &app, "s1"), Existing::Ours);
-        assert_eq!(judge_existing(&pod(ours), &app, "s2"), Existing::EarlierRun);
-        assert_eq!(judge_existing(&pod(json!({"app": "x"})), &app, "s1"), Existing::Foreign);
-        let other_app = json!({"sparkoperator.k8s.io/launched-by-spark-operator": "true",
-            "sparkoperator.k8s.io/app-name": "other", "sparkoperator.k8s.io/submission-id": "s1"});
-        assert_eq!(judge_existing(&pod(other_app), &app, "s1"), Existing::Foreign);
     }
 
     #[test]

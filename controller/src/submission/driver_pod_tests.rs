@@ -566,3 +566,48 @@ fn existing_driver_pods_are_told_apart_by_their_labels() {
         ExistingDriverPod::Unrelated
     );
 }
+
+/// Our driver with one of its labels changed or removed.
+fn relabelled(pod: &Pod, key: &str, value: Option<&str>) -> Pod {
+    let mut pod = pod.clone();
+    let labels = pod.metadata.labels.get_or_insert_default();
+    match value {
+        Some(value) => labels.insert(key.to_owned(), value.to_owned()),
+        None => labels.remove(key),
+    };
+    pod
+}
+
+#[test]
+fn a_pod_is_only_ours_with_both_the_launched_by_and_the_app_name_label() {
+    // Someone's own pod that happens to carry the driver's name and app-name (and even our submission
+    // id) is not ours without the launched-by label: never adopted, never deleted.
+    let app = app(&[], json!({}));
+    let ours = submit(&app).driver_pod;
+    let launched_by = "sparkoperator.k8s.io/launched-by-spark-operator";
+    let app_name = "sparkoperator.k8s.io/app-name";
+    for (key, value) in [
+        (launched_by, None),
+        (launched_by, Some("false")),
+        (app_name, None),
+        (app_name, Some("other")),
+    ] {
+        let pod = relabelled(&ours, key, value);
+        for submission_id in ["sub-1", "sub-2"] {
+            assert_eq!(
+                classify_existing_driver_pod(&pod, &app, submission_id),
+                ExistingDriverPod::Unrelated,
+                "{key}={value:?}, submission {submission_id}"
+            );
+        }
+    }
+    // Without a submission id, a pod of ours is from some other submission: it has to go.
+    assert_eq!(
+        classify_existing_driver_pod(
+            &relabelled(&ours, "sparkoperator.k8s.io/submission-id", None),
+            &app,
+            "sub-1"
+        ),
+        ExistingDriverPod::EarlierSubmission { submission_id: None }
+    );
+}

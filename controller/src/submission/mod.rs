@@ -167,18 +167,29 @@ impl Submission {
 pub enum ExistingDriverPod {
     /// The driver of this very submission (created before a restart or a leader change): adopt it.
     ThisSubmission,
-    /// A driver of the same application from another submission: delete it before submitting again.
+    /// A driver of the same application from another submission (or from a deleted application of the
+    /// same name): delete it before submitting again.
     EarlierSubmission { submission_id: Option<String> },
     /// Not this application's: submitting would fail; the name is taken.
     Unrelated,
 }
 
 /// Classifies a pod that already has the driver pod's name, by the operator's labels.
+///
+/// A pod is this application's only if it carries both the launched-by label and the application's
+/// name. The launched-by label is what makes a pod the operator's everywhere else (the pod watch, the
+/// finalizer release, `cleanup`), so a pod without it is one the controller would never see again:
+/// adopting it would follow a driver whose events never arrive, and deleting it would delete a pod
+/// someone else made (an `app-name` label alone is easy to copy onto one's own pod).
 pub fn classify_existing_driver_pod(pod: &Pod, app: &SparkApplication, submission_id: &str) -> ExistingDriverPod {
-    use spark_operator_api::labels::{LABEL_APP_NAME, LABEL_SUBMISSION_ID};
+    use spark_operator_api::labels::{
+        LABEL_APP_NAME, LABEL_LAUNCHED_BY_SPARK_OPERATOR, LABEL_SUBMISSION_ID, LABEL_VALUE_TRUE,
+    };
     let labels = pod.metadata.labels.as_ref();
     let label = |key: &str| labels.and_then(|l| l.get(key)).map(String::as_str);
-    if label(LABEL_APP_NAME).is_none() || label(LABEL_APP_NAME) != app.metadata.name.as_deref() {
+    let launched_by_us = label(LABEL_LAUNCHED_BY_SPARK_OPERATOR) == Some(LABEL_VALUE_TRUE);
+    let same_app = label(LABEL_APP_NAME).is_some() && label(LABEL_APP_NAME) == app.metadata.name.as_deref();
+    if !launched_by_us || !same_app {
         return ExistingDriverPod::Unrelated;
     }
     match label(LABEL_SUBMISSION_ID) {
