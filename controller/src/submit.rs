@@ -21,8 +21,7 @@ use crate::context::Settings;
 use crate::state::SubmitOutcome;
 use crate::status::FIELD_MANAGER;
 use crate::submission::{
-    ExistingDriverPod, SubmissionIds, SubmissionInput, application_owner, build_submission,
-    classify_existing_driver_pod,
+    ExistingDriverPod, SubmissionIds, SubmissionInput, build_submission, classify_existing_driver_pod,
 };
 
 /// What became of a submission.
@@ -87,18 +86,6 @@ fn defaulted(app: &SparkApplication) -> SparkApplication {
     app
 }
 
-/// Makes the SparkApplication the driver pod's controller, so deleting the application deletes its
-/// driver (and, through the driver, everything else).
-fn owned_by_app(pod: &mut Pod, app: &SparkApplication) {
-    let Some(owner) = application_owner(app) else { return };
-    let owners = pod.metadata.owner_references.get_or_insert_default();
-    if owners.iter().any(|o| o.uid == owner.uid) {
-        return;
-    }
-    owners.retain(|o| o.controller != Some(true));
-    owners.push(owner);
-}
-
 /// Creates (or adopts) the objects of `submission_id`, recorded in `app`'s status at `submit_time`.
 pub async fn submit(
     client: &kube::Client,
@@ -127,7 +114,6 @@ pub async fn submit(
             }));
         }
     };
-    owned_by_app(&mut objects.driver_pod, &app);
     if !settings.driver_finalizer
         && let Some(finalizers) = objects.driver_pod.metadata.finalizers.as_mut()
     {
@@ -287,8 +273,6 @@ async fn apply<K: Namespaced>(client: &kube::Client, namespace: &str, object: &K
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
 
     #[test]
@@ -300,22 +284,5 @@ mod tests {
             submission_ids("b", t).config_map_id
         );
         assert!(submission_ids("a", t).app_id.starts_with("spark-"));
-    }
-
-    #[test]
-    fn the_application_owns_its_driver() {
-        let app: SparkApplication = serde_json::from_value(json!({
-            "apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication",
-            "metadata": {"name": "pi", "namespace": "ns", "uid": "u"},
-            "spec": {"type": "Scala", "sparkVersion": "4.0.4", "driver": {}, "executor": {}}
-        }))
-        .unwrap();
-        let mut pod = Pod::default();
-        owned_by_app(&mut pod, &app);
-        owned_by_app(&mut pod, &app);
-        let owners = pod.metadata.owner_references.unwrap();
-        assert_eq!(owners.len(), 1);
-        assert_eq!(owners[0].kind, "SparkApplication");
-        assert_eq!(owners[0].controller, Some(true));
     }
 }

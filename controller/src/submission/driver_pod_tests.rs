@@ -10,7 +10,7 @@ use spark_operator_api::SparkApplication;
 
 use crate::submission::{
     ExistingDriverPod, NetworkPolicyMode, Submission, SubmissionError, SubmissionIds, SubmissionInput,
-    SubmissionOptions, build_submission, classify_existing_driver_pod,
+    SubmissionOptions, application_owner, build_submission, classify_existing_driver_pod,
 };
 
 fn app(spark_conf: &[(&str, &str)], extra_spec: Value) -> SparkApplication {
@@ -452,6 +452,34 @@ fn the_network_policy_follows_the_option_and_opens_exposed_executor_ports() {
         network_policy: NetworkPolicyMode::Never,
     };
     assert!(submit_with(&monitored, never).unwrap().network_policy.is_none());
+}
+
+#[test]
+fn the_application_is_the_drivers_only_controller() {
+    let plain = json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "keep", "uid": "cm-uid"});
+    let templated = app(
+        &[],
+        json!({"driver": {"serviceAccount": "spark", "template": {"metadata": {"ownerReferences": [plain]}}}}),
+    );
+    let owners = submit(&templated).driver_pod.metadata.owner_references.unwrap();
+    let ours = application_owner(&templated).unwrap();
+    assert_eq!(ours.controller, Some(true));
+    assert_eq!(
+        owners.iter().filter(|o| o.controller == Some(true)).collect::<Vec<_>>(),
+        [&ours]
+    );
+    assert_eq!(owners.len(), 2, "the template's plain owner is kept");
+
+    let mut controlled = templated.clone();
+    let template = controlled.spec.driver.pod.template.as_mut().unwrap();
+    let other = &mut template.metadata.as_mut().unwrap().owner_references.as_mut().unwrap()[0];
+    other.controller = Some(true);
+    let err = submit_with(&controlled, SubmissionOptions::default()).unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("the driver pod cannot be decorated: spec.driver.template.metadata.ownerReferences[0]:"),
+        "{err}"
+    );
 }
 
 #[test]

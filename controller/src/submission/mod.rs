@@ -32,8 +32,8 @@ mod volumes;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::Resource;
 use spark_operator_api::SparkApplication;
+use spark_operator_api::decoration::application_owner_reference;
 use spark_operator_api::naming::spark_unique_id;
 
 pub use driver_conf::{DriverConf, DriverConfError, SparkFeatures};
@@ -202,12 +202,12 @@ pub fn classify_existing_driver_pod(pod: &Pod, app: &SparkApplication, submissio
 
 /// The SparkApplication as the controlling owner of an object it makes directly (the driver pod, the
 /// Prometheus ConfigMap): the object goes with the application, and foreground deletion of the
-/// application waits for it.
+/// application waits for it. The same reference decoration gives the driver pod; `None` for an
+/// application that is not stored yet (no uid).
 pub fn application_owner(app: &SparkApplication) -> Option<OwnerReference> {
-    Some(OwnerReference {
-        block_owner_deletion: Some(true),
-        ..app.controller_owner_ref(&())?
-    })
+    let name = app.metadata.name.as_deref().filter(|n| !n.is_empty())?;
+    let uid = app.metadata.uid.as_deref().filter(|u| !u.is_empty())?;
+    Some(application_owner_reference(name, uid))
 }
 
 /// Builds every object of a submission.
