@@ -21,7 +21,8 @@ use crate::context::Settings;
 use crate::state::SubmitOutcome;
 use crate::status::FIELD_MANAGER;
 use crate::submission::{
-    ExistingDriverPod, SubmissionIds, SubmissionInput, build_submission, classify_existing_driver_pod,
+    ExistingDriverPod, Submission, SubmissionError, SubmissionIds, SubmissionInput, build_submission,
+    classify_existing_driver_pod,
 };
 
 /// What became of a submission.
@@ -79,11 +80,15 @@ fn already_exists(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(s) if s.code == 409)
 }
 
-/// The application as the builders want it: defaults applied (the webhook may not have run).
-fn defaulted(app: &SparkApplication) -> SparkApplication {
-    let mut app = app.clone();
+/// The objects [`submit`] creates for `input`: the builders' output for the application with defaults
+/// applied (the webhook may not have run). Pure, so the oracle test checks this very function.
+pub fn objects(input: &SubmissionInput<'_>) -> Result<Submission, SubmissionError> {
+    let mut app = input.app.clone();
     apply_defaults(&mut app.spec);
-    app
+    build_submission(&SubmissionInput {
+        app: &app,
+        ..input.clone()
+    })
 }
 
 /// Creates (or adopts) the objects of `submission_id`, recorded in `app`'s status at `submit_time`.
@@ -95,10 +100,9 @@ pub async fn submit(
     submit_time: jiff::Timestamp,
 ) -> Result<Submitted, Error> {
     let namespace = app.metadata.namespace.clone().unwrap_or_default();
-    let app = defaulted(app);
     let ids = submission_ids(submission_id, submit_time);
     let input = SubmissionInput {
-        app: &app,
+        app,
         submission_id,
         ids: &ids,
         submit_time,
@@ -106,7 +110,7 @@ pub async fn submit(
         spark_user: &settings.spark_user,
         options: &settings.submission,
     };
-    let mut objects = match build_submission(&input) {
+    let mut objects = match objects(&input) {
         Ok(objects) => objects,
         Err(error) => {
             return Ok(Submitted::Done(SubmitOutcome::Failed {
@@ -146,7 +150,7 @@ pub async fn submit(
                 // Deleted in between: the next reconcile creates it.
                 return Ok(Submitted::WaitForOldDriver { pod: pod_name });
             };
-            match classify_existing_driver_pod(&existing, &app, submission_id) {
+            match classify_existing_driver_pod(&existing, app, submission_id) {
                 ExistingDriverPod::ThisSubmission => {
                     (existing.metadata.uid.unwrap_or_default(), SubmitOutcome::Adopted)
                 }
