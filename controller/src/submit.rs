@@ -15,7 +15,6 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use spark_operator_api::SparkApplication;
 use spark_operator_api::defaults::apply_defaults;
-use spark_operator_api::labels::FINALIZER_DRIVER_PROTECTION;
 
 use crate::context::Settings;
 use crate::state::SubmitOutcome;
@@ -80,8 +79,10 @@ fn already_exists(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(s) if s.code == 409)
 }
 
-/// The objects [`submit`] creates for `input`: the builders' output for the application with defaults
-/// applied (the webhook may not have run). Pure, so the oracle test checks this very function.
+/// The objects [`submit`] creates for `input`, exactly as created: the builders' output for the
+/// application with defaults applied (the webhook may not have run). The only thing added later is the
+/// created driver pod's uid, as owner of the others ([`Submission::set_driver_owner`]). Pure, so the
+/// oracle test checks this very function.
 pub fn objects(input: &SubmissionInput<'_>) -> Result<Submission, SubmissionError> {
     let mut app = input.app.clone();
     apply_defaults(&mut app.spec);
@@ -118,11 +119,6 @@ pub async fn submit(
             }));
         }
     };
-    if !settings.driver_finalizer
-        && let Some(finalizers) = objects.driver_pod.metadata.finalizers.as_mut()
-    {
-        finalizers.retain(|f| f != FINALIZER_DRIVER_PROTECTION);
-    }
 
     // The application's own objects first, so the driver's mounts resolve at once.
     if let Some(config_map) = &objects.prometheus_config_map {

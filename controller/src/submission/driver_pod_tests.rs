@@ -450,8 +450,32 @@ fn the_network_policy_follows_the_option_and_opens_exposed_executor_ports() {
     );
     let never = SubmissionOptions {
         network_policy: NetworkPolicyMode::Never,
+        ..SubmissionOptions::default()
     };
     assert!(submit_with(&monitored, never).unwrap().network_policy.is_none());
+}
+
+#[test]
+fn the_driver_finalizer_is_an_option_of_the_build() {
+    let protection = "sparkoperator.k8s.io/driver-protection";
+    let templated = app(
+        &[],
+        json!({"driver": {"serviceAccount": "spark", "template": {"metadata": {"finalizers": ["keep", protection]}}}}),
+    );
+    let with = submit(&templated).driver_pod.metadata.finalizers.unwrap();
+    assert_eq!(with, ["keep", protection], "added once");
+    let off = SubmissionOptions {
+        driver_finalizer: false,
+        ..SubmissionOptions::default()
+    };
+    let without = submit_with(&templated, off)
+        .unwrap()
+        .driver_pod
+        .metadata
+        .finalizers
+        .unwrap();
+    assert_eq!(without, ["keep"], "off means off, even when the template names it");
+    assert!(SubmissionOptions::default().driver_finalizer);
 }
 
 #[test]

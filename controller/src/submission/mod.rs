@@ -4,8 +4,9 @@
 //!
 //! Everything random or time-dependent is an input ([`SubmissionInput`]: ids, submission time), so the
 //! same input always gives the same objects; the caller draws the ids ([`SubmissionIds::from_random`]).
-//! The driver pod comes out fully decorated (`spark_operator_api::decoration`), with the
-//! driver-protection finalizer and the operator's labels.
+//! The driver pod comes out fully decorated (`spark_operator_api::decoration`), owned by the
+//! SparkApplication, with the driver-protection finalizer (unless [`SubmissionOptions`] turns it off)
+//! and the operator's labels: exactly what is created. Only the driver pod's uid is added afterwards.
 //!
 //! Create the objects as spark-submit does: the driver pod first, then, owned by it
 //! ([`Submission::set_driver_owner`] with the created pod's uid), the Service, the NetworkPolicy, the
@@ -86,10 +87,23 @@ pub enum NetworkPolicyMode {
     Never,
 }
 
-/// Operator-wide choices about submission.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// Operator-wide choices about submission. Every choice that shapes the objects is here, so the
+/// builders' output is exactly what is created.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SubmissionOptions {
     pub network_policy: NetworkPolicyMode,
+    /// Whether driver pods carry the driver-protection finalizer (`--driver-finalizer`; on by default,
+    /// off only to measure what it protects against).
+    pub driver_finalizer: bool,
+}
+
+impl Default for SubmissionOptions {
+    fn default() -> Self {
+        Self {
+            network_policy: NetworkPolicyMode::default(),
+            driver_finalizer: true,
+        }
+    }
 }
 
 /// Everything one submission depends on. Nothing else is read: no clock, no randomness, no I/O.
