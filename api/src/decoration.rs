@@ -33,6 +33,7 @@ use crate::application::{Port, SparkApplication, SparkPodSpec};
 use crate::field::FieldPath;
 use crate::labels::{DRIVER_CONTAINER_NAME, EXECUTOR_CONTAINER_NAME, SparkRole};
 
+pub use pod::application_owner_reference;
 pub use volumes::config_map_volume_name;
 
 /// Executor container name used by Spark 2.x; Kubeflow still looks for it.
@@ -48,6 +49,14 @@ pub enum DecorationError {
         "{path}: the SparkApplication has no {field}, so the driver pod cannot be owned by it; decorate the stored object, not a manifest"
     )]
     MissingOwnerIdentity { path: FieldPath, field: &'static str },
+    #[error(
+        "{path}: the driver pod already has a controller, {kind} {name:?}, but its controller must be the SparkApplication and a pod can have only one: remove this ownerReference or set controller: false"
+    )]
+    OtherController {
+        path: FieldPath,
+        kind: String,
+        name: String,
+    },
     #[error("{path}: {value:?} is not a memory size: use Spark units (2g, 512m) or Kubernetes units (2Gi)")]
     InvalidMemoryLimit { path: FieldPath, value: String },
     #[error(
@@ -88,6 +97,7 @@ impl DecorationError {
         match self {
             Self::NoContainer { .. } => None,
             Self::MissingOwnerIdentity { path, .. }
+            | Self::OtherController { path, .. }
             | Self::InvalidMemoryLimit { path, .. }
             | Self::MemoryLimitBelowRequest { path, .. }
             | Self::InvalidGpu { path, .. }

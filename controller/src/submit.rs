@@ -15,12 +15,14 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use spark_operator_api::SparkApplication;
 use spark_operator_api::defaults::apply_defaults;
-use spark_operator_api::labels::{FINALIZER_DRIVER_PROTECTION, LABEL_APP_NAME, LABEL_LAUNCHED_BY_SPARK_OPERATOR};
 
 use crate::context::Settings;
 use crate::state::SubmitOutcome;
 use crate::status::FIELD_MANAGER;
-use crate::submission::{SubmissionIds, SubmissionInput, application_owner, build_submission};
+use crate::submission::{
+    ExistingDriverPod, Submission, SubmissionError, SubmissionIds, SubmissionInput, build_submission,
+    classify_existing_driver_pod,
+};
 
 /// What became of a submission.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -77,23 +79,17 @@ fn already_exists(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(s) if s.code == 409)
 }
 
-/// The application as the builders want it: defaults applied (the webhook may not have run).
-fn defaulted(app: &SparkApplication) -> SparkApplication {
-    let mut app = app.clone();
+/// The objects [`submit`] creates for `input`, exactly as created: the builders' output for the
+/// application with defaults applied (the webhook may not have run). The only thing added later is the
+/// created driver pod's uid, as owner of the others ([`Submission::set_driver_owner`]). Pure, so the
+/// oracle test checks this very function.
+pub fn objects(input: &SubmissionInput<'_>) -> Result<Submission, SubmissionError> {
+    let mut app = input.app.clone();
     apply_defaults(&mut app.spec);
-    app
-}
-
-/// Makes the SparkApplication the driver pod's controller, so deleting the application deletes its
-/// driver (and, through the driver, everything else).
-fn owned_by_app(pod: &mut Pod, app: &SparkApplication) {
-    let Some(owner) = application_owner(app) else { return };
-    let owners = pod.metadata.owner_references.get_or_insert_default();
-    if owners.iter().any(|o| o.uid == owner.uid) {
-        return;
-    }
-    owners.retain(|o| o.controller != Some(true));
-    owners.push(owner);
+    build_submission(&SubmissionInput {
+        app: &app,
+        ..input.clone()
+    })
 }
 
 /// Creates (or adopts) the objects of `submission_id`, recorded in `app`'s status at `submit_time`.
@@ -105,10 +101,9 @@ pub async fn submit(
     submit_time: jiff::Timestamp,
 ) -> Result<Submitted, Error> {
     let namespace = app.metadata.namespace.clone().unwrap_or_default();
-    let app = defaulted(app);
     let ids = submission_ids(submission_id, submit_time);
     let input = SubmissionInput {
-        app: &app,
+        app,
         submission_id,
         ids: &ids,
         submit_time,
@@ -116,7 +111,7 @@ pub async fn submit(
         spark_user: &settings.spark_user,
         options: &settings.submission,
     };
-    let mut objects = match build_submission(&input) {
+    let mut objects = match objects(&input) {
         Ok(objects) => objects,
         Err(error) => {
             return Ok(Submitted::Done(SubmitOutcome::Failed {
@@ -124,12 +119,6 @@ pub async fn submit(
             }));
         }
     };
-    owned_by_app(&mut objects.driver_pod, &app);
-    if !settings.driver_finalizer
-        && let Some(finalizers) = objects.driver_pod.metadata.finalizers.as_mut()
-    {
-        finalizers.retain(|f| f != FINALIZER_DRIVER_PROTECTION);
-    }
 
     // The application's own objects first, so the driver's mounts resolve at once.
     if let Some(config_map) = &objects.prometheus_config_map {
@@ -157,15 +146,17 @@ pub async fn submit(
                 // Deleted in between: the next reconcile creates it.
                 return Ok(Submitted::WaitForOldDriver { pod: pod_name });
             };
-            match judge_existing(&existing, &app, submission_id) {
-                Existing::Ours => (existing.metadata.uid.unwrap_or_default(), SubmitOutcome::Adopted),
-                Existing::EarlierRun => {
+            match classify_existing_driver_pod(&existing, app, submission_id) {
+                ExistingDriverPod::ThisSubmission => {
+                    (existing.metadata.uid.unwrap_or_default(), SubmitOutcome::Adopted)
+                }
+                ExistingDriverPod::EarlierSubmission { .. } => {
                     if existing.metadata.deletion_timestamp.is_none() {
                         delete_pod(&pods, &pod_name, &namespace).await?;
                     }
                     return Ok(Submitted::WaitForOldDriver { pod: pod_name });
                 }
-                Existing::Foreign => {
+                ExistingDriverPod::Unrelated => {
                     let message = format!(
                         "a pod named {pod_name} already exists and was not created for this application: delete \
                          it, or name the driver differently with spec.driver.podName"
@@ -209,36 +200,6 @@ pub async fn submit(
             Ok(Submitted::Done(SubmitOutcome::Failed { message }))
         }
         Err(error) => Err(error),
-    }
-}
-
-/// Whose is a pod that already has the driver's name.
-#[derive(Debug, PartialEq, Eq)]
-enum Existing {
-    /// Ours, this very submission: adopt it.
-    Ours,
-    /// Ours, an earlier submission of this application (or of an application of the same name that
-    /// was deleted): it has to go first.
-    EarlierRun,
-    /// Not the operator's.
-    Foreign,
-}
-
-fn judge_existing(pod: &Pod, app: &SparkApplication, submission_id: &str) -> Existing {
-    let labels = pod.metadata.labels.clone().unwrap_or_default();
-    let launched = labels.get(LABEL_LAUNCHED_BY_SPARK_OPERATOR).map(String::as_str) == Some("true");
-    let same_app = labels.get(LABEL_APP_NAME) == app.metadata.name.as_ref();
-    if !launched || !same_app {
-        return Existing::Foreign;
-    }
-    if labels
-        .get(spark_operator_api::labels::LABEL_SUBMISSION_ID)
-        .map(String::as_str)
-        == Some(submission_id)
-    {
-        Existing::Ours
-    } else {
-        Existing::EarlierRun
     }
 }
 
@@ -312,8 +273,6 @@ async fn apply<K: Namespaced>(client: &kube::Client, namespace: &str, object: &K
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
 
     #[test]
@@ -325,43 +284,5 @@ mod tests {
             submission_ids("b", t).config_map_id
         );
         assert!(submission_ids("a", t).app_id.starts_with("spark-"));
-    }
-
-    #[test]
-    fn an_existing_pod_is_adopted_only_when_it_is_this_submission() {
-        let app: SparkApplication = serde_json::from_value(json!({
-            "apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication",
-            "metadata": {"name": "pi", "namespace": "ns", "uid": "u"},
-            "spec": {"type": "Scala", "sparkVersion": "4.0.4", "driver": {}, "executor": {}}
-        }))
-        .unwrap();
-        let pod = |labels: serde_json::Value| -> Pod {
-            serde_json::from_value(json!({"metadata": {"name": "pi-driver", "labels": labels}})).unwrap()
-        };
-        let ours = json!({"sparkoperator.k8s.io/launched-by-spark-operator": "true",
-            "sparkoperator.k8s.io/app-name": "pi", "sparkoperator.k8s.io/submission-id": "s1"});
-        assert_eq!(judge_existing(&pod(ours.clone()), &app, "s1"), Existing::Ours);
-        assert_eq!(judge_existing(&pod(ours), &app, "s2"), Existing::EarlierRun);
-        assert_eq!(judge_existing(&pod(json!({"app": "x"})), &app, "s1"), Existing::Foreign);
-        let other_app = json!({"sparkoperator.k8s.io/launched-by-spark-operator": "true",
-            "sparkoperator.k8s.io/app-name": "other", "sparkoperator.k8s.io/submission-id": "s1"});
-        assert_eq!(judge_existing(&pod(other_app), &app, "s1"), Existing::Foreign);
-    }
-
-    #[test]
-    fn the_application_owns_its_driver() {
-        let app: SparkApplication = serde_json::from_value(json!({
-            "apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication",
-            "metadata": {"name": "pi", "namespace": "ns", "uid": "u"},
-            "spec": {"type": "Scala", "sparkVersion": "4.0.4", "driver": {}, "executor": {}}
-        }))
-        .unwrap();
-        let mut pod = Pod::default();
-        owned_by_app(&mut pod, &app);
-        owned_by_app(&mut pod, &app);
-        let owners = pod.metadata.owner_references.unwrap();
-        assert_eq!(owners.len(), 1);
-        assert_eq!(owners[0].kind, "SparkApplication");
-        assert_eq!(owners[0].controller, Some(true));
     }
 }

@@ -2,6 +2,10 @@
 //! (`shared/design/reference/spark-submit/captured/<variant>/`), the equivalent SparkApplication
 //! (`tests/oracle/<variant>.yaml`) must give the same objects, field by field, after the capture
 //! tool's normalization, except for the differences listed with their reasons in `oracle/allowed.rs`.
+//!
+//! The objects are made by `submit::objects`, the function `submit` creates from, with the default
+//! options, and the driver pod's uid added as `submit` adds it: exactly what the controller creates
+//! (owner and finalizer included), only the random ids fixed.
 
 // Test helpers may unwrap: a panic is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -18,10 +22,12 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 use spark_operator_api::SparkApplication;
+use spark_operator_api::labels::FINALIZER_DRIVER_PROTECTION;
 use spark_operator_controller::submission::{
-    ExistingDriverPod, Submission, SubmissionIds, SubmissionInput, SubmissionOptions, build_submission,
+    ExistingDriverPod, Submission, SubmissionIds, SubmissionInput, SubmissionOptions, application_owner,
     classify_existing_driver_pod,
 };
+use spark_operator_controller::submit;
 
 use allowed::ALLOWED;
 use compare::Diff;
@@ -72,9 +78,23 @@ fn build(app: &SparkApplication) -> Submission {
         spark_user: "root",
         options: &options,
     };
-    let mut submission = build_submission(&input).unwrap_or_else(|e| panic!("{e}"));
+    let mut submission = submit::objects(&input).unwrap_or_else(|e| panic!("{e}"));
     submission.set_driver_owner("d1e2f3a4-0000-4000-8000-000000000001");
     submission
+}
+
+/// What the allow-list lets differ from Spark on every driver pod, checked for exactly what it must be:
+/// the application as the only owner and controller, and the driver-protection finalizer.
+fn check_owner_and_finalizer(app: &SparkApplication, submission: &Submission) {
+    let metadata = &submission.driver_pod.metadata;
+    assert_eq!(
+        metadata.owner_references.as_deref(),
+        Some(&[application_owner(app).unwrap()][..])
+    );
+    assert_eq!(
+        metadata.finalizers.as_deref(),
+        Some(&[FINALIZER_DRIVER_PROTECTION.to_owned()][..])
+    );
 }
 
 fn json<T: serde::Serialize>(object: &T) -> Value {
@@ -108,7 +128,9 @@ fn check(variant: &str) {
         "{} is missing: the repository's CI needs shared/ beside it",
         captured(variant).display()
     );
-    let submission = build(&fixture(variant));
+    let app = fixture(variant);
+    let submission = build(&app);
+    check_owner_and_finalizer(&app, &submission);
     let mut unexplained: Vec<String> = Vec::new();
     let mut used = BTreeSet::new();
     for (object, our) in ours(&submission) {

@@ -32,8 +32,10 @@ pub fn application_owner_reference(name: &str, uid: &str) -> OwnerReference {
 
 /// Driver only: executors are owned by the driver pod (Spark sets that), and a second owner would stop
 /// them from being deleted with the driver (Kubeflow #2961). An existing reference to the application is
-/// refreshed in place; if the pod already has another controller, ours is added as a plain owner, since
-/// a pod may have only one.
+/// refreshed in place. The application is the driver pod's controller and a pod may have only one, so a
+/// pod that already has another (which only a driver template can bring, and validation refuses) is an
+/// error: keeping that controller would leave the driver behind when the application is deleted, and
+/// dropping it would silently undo what the template asked for.
 pub(super) fn add_owner_reference(
     metadata: &mut ObjectMeta,
     settings: &RoleSettings<'_>,
@@ -56,13 +58,26 @@ pub(super) fn add_owner_reference(
         .as_deref()
         .filter(|u| !u.is_empty())
         .ok_or_else(|| missing("uid"))?;
-    let mut owner = application_owner_reference(name, uid);
     let owners = metadata.owner_references.get_or_insert_default();
-    let other_controller = owners.iter().any(|o| o.uid != uid && o.controller == Some(true));
-    if other_controller {
-        owner.controller = Some(false);
+    if let Some((index, other)) = owners
+        .iter()
+        .enumerate()
+        .find(|(_, o)| o.uid != uid && o.controller == Some(true))
+    {
+        return Err(DecorationError::OtherController {
+            path: settings
+                .path
+                .child("template")
+                .child("metadata")
+                .child("ownerReferences")
+                .index(index),
+            kind: other.kind.clone(),
+            name: other.name.clone(),
+        });
     }
-    merge::upsert(owners, &owner, |existing| existing.uid == uid);
+    merge::upsert(owners, &application_owner_reference(name, uid), |existing| {
+        existing.uid == uid
+    });
     Ok(())
 }
 

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, PodSpec, Volume, VolumeMount};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use serde_json::json;
 
 use super::*;
@@ -193,13 +194,42 @@ fn executors_are_not_owned_by_the_application() {
 }
 
 #[test]
-fn another_controller_makes_ours_a_plain_owner() {
+fn a_driver_with_another_controller_is_refused() {
     let mut pod = spark_pod(Driver);
-    pod.metadata.owner_references = Some(vec![pod::application_owner_reference("other", "other-uid")]);
-    let pod = decorate(&pod, &rich(), Driver);
-    let owners = pod.metadata.owner_references.unwrap();
+    let plain = OwnerReference {
+        controller: Some(false),
+        ..pod::application_owner_reference("plain", "plain-uid")
+    };
+    pod.metadata.owner_references = Some(vec![plain, pod::application_owner_reference("other", "other-uid")]);
+    let err = decorate_pod(&pod, &rich(), Driver).unwrap_err();
+    assert_eq!(
+        err.path().map(FieldPath::as_str),
+        Some("spec.driver.template.metadata.ownerReferences[1]")
+    );
+    assert!(err.to_string().contains("set controller: false"), "{err}");
+    // A plain owner stays, beside the application as controller.
+    let mut pod = spark_pod(Driver);
+    pod.metadata.owner_references = Some(vec![OwnerReference {
+        controller: None,
+        ..pod::application_owner_reference("plain", "plain-uid")
+    }]);
+    let owners = decorate(&pod, &rich(), Driver).metadata.owner_references.unwrap();
     assert_eq!(owners.len(), 2);
-    assert_eq!(owners[1].controller, Some(false));
+    assert_eq!(owners[1].uid, "0b9f1a34-0000-4000-8000-000000000001");
+    assert_eq!(owners[1].controller, Some(true));
+}
+
+#[test]
+fn the_applications_own_reference_is_refreshed_as_controller() {
+    let uid = "0b9f1a34-0000-4000-8000-000000000001";
+    let mut pod = spark_pod(Driver);
+    pod.metadata.owner_references = Some(vec![OwnerReference {
+        controller: Some(false),
+        block_owner_deletion: None,
+        ..pod::application_owner_reference("rich", uid)
+    }]);
+    let owners = decorate(&pod, &rich(), Driver).metadata.owner_references.unwrap();
+    assert_eq!(owners, [pod::application_owner_reference("rich", uid)]);
 }
 
 #[test]

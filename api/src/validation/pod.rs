@@ -118,6 +118,7 @@ pub(super) fn check_pod(
     for (index, container) in pod.init_containers.iter().enumerate() {
         check_container_resources(container, &path.child("initContainers").index(index), report);
     }
+    check_template_owners(pod, role, path, report);
     if let Some(spec) = pod.template.as_ref().and_then(|t| t.spec.as_ref()) {
         let at = path.child("template").child("spec");
         for (index, container) in spec.containers.iter().enumerate() {
@@ -125,6 +126,37 @@ pub(super) fn check_pod(
         }
         for (index, container) in spec.init_containers.iter().flatten().enumerate() {
             check_container_resources(container, &at.child("initContainers").index(index), report);
+        }
+    }
+}
+
+/// A pod can have only one controller, and the operator picks it: the SparkApplication controls its
+/// driver pod (so deleting the application deletes the driver) and Spark makes the driver pod the
+/// controller of its executors (so they go with it). A template that brings another controller would
+/// take that away, or make the API server reject the pod.
+fn check_template_owners(pod: &SparkPodSpec, role: Role, path: &FieldPath, report: &mut ValidationReport) {
+    let Some(owners) = pod
+        .template
+        .as_ref()
+        .and_then(|t| t.metadata.as_ref())
+        .and_then(|m| m.owner_references.as_ref())
+    else {
+        return;
+    };
+    let controller = match role {
+        Role::Driver => "the SparkApplication is the controller of its driver pod",
+        Role::Executor => "the driver pod is the controller of its executor pods",
+    };
+    let at = path.child("template").child("metadata").child("ownerReferences");
+    for (index, owner) in owners.iter().enumerate() {
+        if owner.controller == Some(true) {
+            report.error(
+                at.index(index).child("controller"),
+                format!(
+                    "must not be true ({} {:?}): {controller}, and a pod can have only one controller; remove this ownerReference or set controller: false",
+                    owner.kind, owner.name
+                ),
+            );
         }
     }
 }

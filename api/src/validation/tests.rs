@@ -122,6 +122,37 @@ fn templates_need_spark_3() {
 }
 
 #[test]
+fn templates_cannot_bring_their_own_controller() {
+    let owner = |uid: &str, controller: bool| json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": uid, "controller": controller});
+    let app = app_with(|v| {
+        v["spec"]["driver"]["template"] =
+            json!({"metadata": {"ownerReferences": [owner("a", false), owner("b", true)]}});
+        v["spec"]["executor"]["template"] = json!({"metadata": {"ownerReferences": [owner("c", true)]}});
+    });
+    assert_eq!(
+        errors(&app),
+        [
+            "spec.driver.template.metadata.ownerReferences[1].controller",
+            "spec.executor.template.metadata.ownerReferences[0].controller"
+        ]
+    );
+    let text = messages(&app);
+    assert!(
+        text.contains("the SparkApplication is the controller of its driver pod"),
+        "{text}"
+    );
+    assert!(
+        text.contains("the driver pod is the controller of its executor pods"),
+        "{text}"
+    );
+    assert!(text.contains("set controller: false"), "{text}");
+    // A plain owner is the template's business.
+    let plain =
+        app_with(|v| v["spec"]["driver"]["template"] = json!({"metadata": {"ownerReferences": [owner("a", false)]}}));
+    assert!(errors(&plain).is_empty());
+}
+
+#[test]
 fn memory_strings_and_quantities_must_parse() {
     let app = app_with(|v| {
         v["spec"]["driver"]["memory"] = json!("1.5g");

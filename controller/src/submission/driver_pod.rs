@@ -1,6 +1,6 @@
 //! The driver pod, as spark-submit builds it (the driver template, then Spark's driver feature steps in
 //! their order, then the conf volume `Client` adds), then decorated with the SparkApplication's pod
-//! settings and protected by the driver finalizer.
+//! settings, owned by the SparkApplication and protected by the driver finalizer.
 
 use std::collections::BTreeMap;
 
@@ -81,7 +81,10 @@ pub fn build(conf: &DriverConf<'_>) -> Result<Pod, DriverPodError> {
     let mut pod = decorate_pod(&pod, conf.app, SparkRole::Driver)?;
     pod.metadata.namespace = Some(conf.namespace.clone());
     let finalizers = pod.metadata.finalizers.get_or_insert_default();
-    if !finalizers.iter().any(|f| f == FINALIZER_DRIVER_PROTECTION) {
+    if !conf.input.options.driver_finalizer {
+        // The operator's finalizer is the operator's to set, even when a template names it.
+        finalizers.retain(|f| f != FINALIZER_DRIVER_PROTECTION);
+    } else if !finalizers.iter().any(|f| f == FINALIZER_DRIVER_PROTECTION) {
         finalizers.push(FINALIZER_DRIVER_PROTECTION.to_owned());
     }
     Ok(pod)

@@ -10,7 +10,7 @@ use spark_operator_api::SparkApplication;
 
 use crate::submission::{
     ExistingDriverPod, NetworkPolicyMode, Submission, SubmissionError, SubmissionIds, SubmissionInput,
-    SubmissionOptions, build_submission, classify_existing_driver_pod,
+    SubmissionOptions, application_owner, build_submission, classify_existing_driver_pod,
 };
 
 fn app(spark_conf: &[(&str, &str)], extra_spec: Value) -> SparkApplication {
@@ -450,8 +450,60 @@ fn the_network_policy_follows_the_option_and_opens_exposed_executor_ports() {
     );
     let never = SubmissionOptions {
         network_policy: NetworkPolicyMode::Never,
+        ..SubmissionOptions::default()
     };
     assert!(submit_with(&monitored, never).unwrap().network_policy.is_none());
+}
+
+#[test]
+fn the_driver_finalizer_is_an_option_of_the_build() {
+    let protection = "sparkoperator.k8s.io/driver-protection";
+    let templated = app(
+        &[],
+        json!({"driver": {"serviceAccount": "spark", "template": {"metadata": {"finalizers": ["keep", protection]}}}}),
+    );
+    let with = submit(&templated).driver_pod.metadata.finalizers.unwrap();
+    assert_eq!(with, ["keep", protection], "added once");
+    let off = SubmissionOptions {
+        driver_finalizer: false,
+        ..SubmissionOptions::default()
+    };
+    let without = submit_with(&templated, off)
+        .unwrap()
+        .driver_pod
+        .metadata
+        .finalizers
+        .unwrap();
+    assert_eq!(without, ["keep"], "off means off, even when the template names it");
+    assert!(SubmissionOptions::default().driver_finalizer);
+}
+
+#[test]
+fn the_application_is_the_drivers_only_controller() {
+    let plain = json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "keep", "uid": "cm-uid"});
+    let templated = app(
+        &[],
+        json!({"driver": {"serviceAccount": "spark", "template": {"metadata": {"ownerReferences": [plain]}}}}),
+    );
+    let owners = submit(&templated).driver_pod.metadata.owner_references.unwrap();
+    let ours = application_owner(&templated).unwrap();
+    assert_eq!(ours.controller, Some(true));
+    assert_eq!(
+        owners.iter().filter(|o| o.controller == Some(true)).collect::<Vec<_>>(),
+        [&ours]
+    );
+    assert_eq!(owners.len(), 2, "the template's plain owner is kept");
+
+    let mut controlled = templated.clone();
+    let template = controlled.spec.driver.pod.template.as_mut().unwrap();
+    let other = &mut template.metadata.as_mut().unwrap().owner_references.as_mut().unwrap()[0];
+    other.controller = Some(true);
+    let err = submit_with(&controlled, SubmissionOptions::default()).unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("the driver pod cannot be decorated: spec.driver.template.metadata.ownerReferences[0]:"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -564,5 +616,50 @@ fn existing_driver_pods_are_told_apart_by_their_labels() {
     assert_eq!(
         classify_existing_driver_pod(&Pod::default(), &app, "sub-1"),
         ExistingDriverPod::Unrelated
+    );
+}
+
+/// Our driver with one of its labels changed or removed.
+fn relabelled(pod: &Pod, key: &str, value: Option<&str>) -> Pod {
+    let mut pod = pod.clone();
+    let labels = pod.metadata.labels.get_or_insert_default();
+    match value {
+        Some(value) => labels.insert(key.to_owned(), value.to_owned()),
+        None => labels.remove(key),
+    };
+    pod
+}
+
+#[test]
+fn a_pod_is_only_ours_with_both_the_launched_by_and_the_app_name_label() {
+    // Someone's own pod that happens to carry the driver's name and app-name (and even our submission
+    // id) is not ours without the launched-by label: never adopted, never deleted.
+    let app = app(&[], json!({}));
+    let ours = submit(&app).driver_pod;
+    let launched_by = "sparkoperator.k8s.io/launched-by-spark-operator";
+    let app_name = "sparkoperator.k8s.io/app-name";
+    for (key, value) in [
+        (launched_by, None),
+        (launched_by, Some("false")),
+        (app_name, None),
+        (app_name, Some("other")),
+    ] {
+        let pod = relabelled(&ours, key, value);
+        for submission_id in ["sub-1", "sub-2"] {
+            assert_eq!(
+                classify_existing_driver_pod(&pod, &app, submission_id),
+                ExistingDriverPod::Unrelated,
+                "{key}={value:?}, submission {submission_id}"
+            );
+        }
+    }
+    // Without a submission id, a pod of ours is from some other submission: it has to go.
+    assert_eq!(
+        classify_existing_driver_pod(
+            &relabelled(&ours, "sparkoperator.k8s.io/submission-id", None),
+            &app,
+            "sub-1"
+        ),
+        ExistingDriverPod::EarlierSubmission { submission_id: None }
     );
 }

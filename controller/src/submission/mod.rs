@@ -4,8 +4,9 @@
 //!
 //! Everything random or time-dependent is an input ([`SubmissionInput`]: ids, submission time), so the
 //! same input always gives the same objects; the caller draws the ids ([`SubmissionIds::from_random`]).
-//! The driver pod comes out fully decorated (`spark_operator_api::decoration`), with the
-//! driver-protection finalizer and the operator's labels.
+//! The driver pod comes out fully decorated (`spark_operator_api::decoration`), owned by the
+//! SparkApplication, with the driver-protection finalizer (unless [`SubmissionOptions`] turns it off)
+//! and the operator's labels: exactly what is created. Only the driver pod's uid is added afterwards.
 //!
 //! Create the objects as spark-submit does: the driver pod first, then, owned by it
 //! ([`Submission::set_driver_owner`] with the created pod's uid), the Service, the NetworkPolicy, the
@@ -32,8 +33,8 @@ mod volumes;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::Resource;
 use spark_operator_api::SparkApplication;
+use spark_operator_api::decoration::application_owner_reference;
 use spark_operator_api::naming::spark_unique_id;
 
 pub use driver_conf::{DriverConf, DriverConfError, SparkFeatures};
@@ -86,10 +87,23 @@ pub enum NetworkPolicyMode {
     Never,
 }
 
-/// Operator-wide choices about submission.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// Operator-wide choices about submission. Every choice that shapes the objects is here, so the
+/// builders' output is exactly what is created.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SubmissionOptions {
     pub network_policy: NetworkPolicyMode,
+    /// Whether driver pods carry the driver-protection finalizer (`--driver-finalizer`; on by default,
+    /// off only to measure what it protects against).
+    pub driver_finalizer: bool,
+}
+
+impl Default for SubmissionOptions {
+    fn default() -> Self {
+        Self {
+            network_policy: NetworkPolicyMode::default(),
+            driver_finalizer: true,
+        }
+    }
 }
 
 /// Everything one submission depends on. Nothing else is read: no clock, no randomness, no I/O.
@@ -167,18 +181,29 @@ impl Submission {
 pub enum ExistingDriverPod {
     /// The driver of this very submission (created before a restart or a leader change): adopt it.
     ThisSubmission,
-    /// A driver of the same application from another submission: delete it before submitting again.
+    /// A driver of the same application from another submission (or from a deleted application of the
+    /// same name): delete it before submitting again.
     EarlierSubmission { submission_id: Option<String> },
     /// Not this application's: submitting would fail; the name is taken.
     Unrelated,
 }
 
 /// Classifies a pod that already has the driver pod's name, by the operator's labels.
+///
+/// A pod is this application's only if it carries both the launched-by label and the application's
+/// name. The launched-by label is what makes a pod the operator's everywhere else (the pod watch, the
+/// finalizer release, `cleanup`), so a pod without it is one the controller would never see again:
+/// adopting it would follow a driver whose events never arrive, and deleting it would delete a pod
+/// someone else made (an `app-name` label alone is easy to copy onto one's own pod).
 pub fn classify_existing_driver_pod(pod: &Pod, app: &SparkApplication, submission_id: &str) -> ExistingDriverPod {
-    use spark_operator_api::labels::{LABEL_APP_NAME, LABEL_SUBMISSION_ID};
+    use spark_operator_api::labels::{
+        LABEL_APP_NAME, LABEL_LAUNCHED_BY_SPARK_OPERATOR, LABEL_SUBMISSION_ID, LABEL_VALUE_TRUE,
+    };
     let labels = pod.metadata.labels.as_ref();
     let label = |key: &str| labels.and_then(|l| l.get(key)).map(String::as_str);
-    if label(LABEL_APP_NAME).is_none() || label(LABEL_APP_NAME) != app.metadata.name.as_deref() {
+    let launched_by_us = label(LABEL_LAUNCHED_BY_SPARK_OPERATOR) == Some(LABEL_VALUE_TRUE);
+    let same_app = label(LABEL_APP_NAME).is_some() && label(LABEL_APP_NAME) == app.metadata.name.as_deref();
+    if !launched_by_us || !same_app {
         return ExistingDriverPod::Unrelated;
     }
     match label(LABEL_SUBMISSION_ID) {
@@ -191,12 +216,12 @@ pub fn classify_existing_driver_pod(pod: &Pod, app: &SparkApplication, submissio
 
 /// The SparkApplication as the controlling owner of an object it makes directly (the driver pod, the
 /// Prometheus ConfigMap): the object goes with the application, and foreground deletion of the
-/// application waits for it.
+/// application waits for it. The same reference decoration gives the driver pod; `None` for an
+/// application that is not stored yet (no uid).
 pub fn application_owner(app: &SparkApplication) -> Option<OwnerReference> {
-    Some(OwnerReference {
-        block_owner_deletion: Some(true),
-        ..app.controller_owner_ref(&())?
-    })
+    let name = app.metadata.name.as_deref().filter(|n| !n.is_empty())?;
+    let uid = app.metadata.uid.as_deref().filter(|u| !u.is_empty())?;
+    Some(application_owner_reference(name, uid))
 }
 
 /// Builds every object of a submission.

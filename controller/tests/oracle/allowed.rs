@@ -13,6 +13,21 @@ pub struct Allowed {
 
 const NAMED_LIKE_SPARK: &[&str] = &["minimal", "scala-pi-longname"];
 
+/// Why the minimal variant's unset sizes appear in `spark.properties`.
+const DEFAULTED: &str = "submit applies Kubeflow's defaults first (the webhook may not have run) and passes them as \
+                         Kubeflow passes them to spark-submit: 1 core and 1g, as Spark's own defaults, and 1 executor \
+                         where Spark alone starts 2; the minimal capture set none";
+
+/// An allowed difference at `path` in the minimal variant's `spark.properties`, set by the defaults.
+const fn defaulted(path: &'static str) -> Allowed {
+    Allowed {
+        variants: &["minimal"],
+        object: "configmap",
+        path,
+        reason: DEFAULTED,
+    }
+}
+
 pub const ALLOWED: &[Allowed] = &[
     Allowed {
         variants: &[],
@@ -36,13 +51,15 @@ pub const ALLOWED: &[Allowed] = &[
         variants: &[],
         object: "pod",
         path: "metadata.ownerReferences*",
-        reason: "the driver pod is owned by its SparkApplication (Kubeflow's webhook adds the same reference)",
+        reason: "the driver pod is owned by its SparkApplication, its only controller (Kubeflow's webhook adds the \
+                 same reference); oracle.rs checks the reference itself",
     },
     Allowed {
         variants: &[],
         object: "pod",
         path: "metadata.finalizers*",
-        reason: "the driver-protection finalizer keeps the pod until its end is recorded in status",
+        reason: "the driver-protection finalizer keeps the pod until its end is recorded in status; oracle.rs checks \
+                 it is exactly that finalizer",
     },
     Allowed {
         variants: &["minimal"],
@@ -58,6 +75,11 @@ pub const ALLOWED: &[Allowed] = &[
         reason: "the app-name label is always the SparkApplication's name; the capture kept spark-pi while \
                  renaming the app",
     },
+    defaulted("data[spark.properties][spark.driver.cores]"),
+    defaulted("data[spark.properties][spark.driver.memory]"),
+    defaulted("data[spark.properties][spark.executor.cores]"),
+    defaulted("data[spark.properties][spark.executor.memory]"),
+    defaulted("data[spark.properties][spark.executor.instances]"),
     Allowed {
         variants: NAMED_LIKE_SPARK,
         object: "pod",
