@@ -152,6 +152,7 @@ impl ControllerArgs {
                 NetworkPolicyArg::AsSpark => NetworkPolicyMode::AsSpark,
                 NetworkPolicyArg::Never => NetworkPolicyMode::Never,
             },
+            driver_finalizer: self.driver_finalizer,
         }
     }
 

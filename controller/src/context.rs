@@ -23,7 +23,6 @@ pub struct Settings {
     pub timing: Timing,
     pub limits: Limits,
     pub status_byte_budget: usize,
-    pub driver_finalizer: bool,
     pub resync: Duration,
     pub submission: SubmissionOptions,
     /// `spark.master` of submitted applications: `k8s://<API server URL>`.
@@ -41,7 +40,6 @@ impl Settings {
                 max_failures: args.max_executor_failures,
             },
             status_byte_budget: args.status_byte_budget,
-            driver_finalizer: args.driver_finalizer,
             resync: Duration::from_secs(args.resync_period.max(1)),
             submission: args.submission_options(),
             spark_master_url,

@@ -48,7 +48,7 @@ pub async fn run(args: ControllerArgs, runtime: &Runtime) -> Result<(), Error> {
     tracing::info!(
         identity,
         scope = ?args.namespace_scope(),
-        finalizer = settings.driver_finalizer,
+        finalizer = settings.submission.driver_finalizer,
         budget = settings.status_byte_budget,
         "spark-operator controller starting"
     );

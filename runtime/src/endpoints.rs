@@ -137,7 +137,7 @@ mod tests {
         assert!(get(address, "/nothing").await.starts_with("HTTP/1.1 404"));
     }
 
-    #[tokio::test(start_paused = false)]
+    #[tokio::test]
     async fn a_client_that_never_sends_headers_is_dropped() {
         let (address, _server) = serve(
             "127.0.0.1:0".parse().unwrap(),
