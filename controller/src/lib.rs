@@ -4,6 +4,7 @@ pub mod conditions;
 pub mod config;
 pub mod context;
 pub mod driver_finalizer;
+pub mod error_chain;
 pub mod events;
 pub mod executors;
 pub mod leader;

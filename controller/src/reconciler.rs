@@ -28,6 +28,7 @@ use spark_operator_api::validation::{ValidationContext, validate_spark_applicati
 
 use crate::context::Ctx;
 use crate::driver_finalizer;
+use crate::error_chain::ErrorChain;
 use crate::metrics::Live;
 use crate::observe::{self, DriverPod};
 use crate::state::{self, Action as Do, Decision, DriverObservation, Transition};
@@ -46,28 +47,28 @@ pub enum Error {
     Submit(#[from] submit::Error),
     #[error(transparent)]
     Finalizer(#[from] driver_finalizer::Error),
-    #[error("reading the driver pod {namespace}/{name}: {source}")]
+    #[error("reading the driver pod {namespace}/{name}")]
     ReadDriver {
         namespace: String,
         name: String,
         #[source]
         source: kube::Error,
     },
-    #[error("re-reading the application {namespace}/{name}: {source}")]
+    #[error("re-reading the application {namespace}/{name}")]
     ReadApplication {
         namespace: String,
         name: String,
         #[source]
         source: kube::Error,
     },
-    #[error("recording the spec hash on {namespace}/{name}: {source}")]
+    #[error("recording the spec hash on {namespace}/{name}")]
     RecordSpecHash {
         namespace: String,
         name: String,
         #[source]
         source: kube::Error,
     },
-    #[error("deleting {what} {namespace}/{name}: {source}")]
+    #[error("deleting {what} {namespace}/{name}")]
     Delete {
         what: &'static str,
         namespace: String,
@@ -148,7 +149,11 @@ pub async fn reconcile(app: Arc<SparkApplication>, ctx: Arc<Ctx>) -> Result<Acti
 /// Failed reconciles are retried soon: a conflict at once, anything else after a few seconds.
 pub fn error_policy(app: Arc<SparkApplication>, error: &Error, ctx: Arc<Ctx>) -> Action {
     ctx.metrics.reconcile_errors.inc();
-    tracing::warn!(app = app.metadata.name.as_deref().unwrap_or_default(), %error, "reconcile failed");
+    tracing::warn!(
+        app = app.metadata.name.as_deref().unwrap_or_default(),
+        error = %ErrorChain(error),
+        "reconcile failed"
+    );
     match error {
         Error::Status(status::Error::Conflict { .. }) => Action::requeue(Duration::from_millis(100)),
         _ => Action::requeue(Duration::from_secs(5)),
@@ -647,7 +652,7 @@ pub async fn run_controller(
                         let namespace = object.namespace.clone().unwrap_or_default();
                         release_orphans(&ctx, &namespace, &object.name).await;
                     }
-                    Err(error) => tracing::debug!(%error, "controller"),
+                    Err(error) => tracing::debug!(error = %ErrorChain(&error), "controller"),
                 }
             }
         })
@@ -661,7 +666,7 @@ async fn release_orphans(ctx: &Ctx, namespace: &str, app: &str) {
     let live = match api.get_opt(app).await {
         Ok(live) => live,
         Err(error) => {
-            tracing::warn!(namespace, app, %error, "could not check whether the application is gone");
+            tracing::warn!(namespace, app, error = %ErrorChain(&error), "could not check whether the application is gone");
             return;
         }
     };
@@ -693,7 +698,7 @@ async fn release_orphans(ctx: &Ctx, namespace: &str, app: &str) {
             && !owned_by_live
             && let Err(error) = driver_finalizer::release(&ctx.client, &pod).await
         {
-            tracing::warn!(%error, "could not release an orphaned driver pod");
+            tracing::warn!(error = %ErrorChain(&error), "could not release an orphaned driver pod");
         }
     }
 }
