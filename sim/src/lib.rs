@@ -12,6 +12,7 @@ pub mod apply;
 pub mod convert;
 pub mod defaults;
 pub mod discovery;
+pub mod error_chain;
 pub mod faults;
 pub mod gc;
 pub mod kubeconfig;
