@@ -36,7 +36,7 @@ pub fn keep(pod: &DriverPod, app: Option<&SparkApplication>) -> bool {
 /// Why releasing finalizers failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("releasing the driver-protection finalizer of pod {namespace}/{name}: {source}")]
+    #[error("releasing the driver-protection finalizer of pod {namespace}/{name}")]
     Release {
         namespace: String,
         name: String,
@@ -45,7 +45,7 @@ pub enum Error {
     },
     #[error("releasing the driver-protection finalizer of pod {namespace}/{name}: the pod kept changing")]
     KeptChanging { namespace: String, name: String },
-    #[error("listing the operator's pods: {0}")]
+    #[error("listing the operator's pods")]
     List(#[source] kube::Error),
 }
 

@@ -33,6 +33,7 @@ use crate::observe::{self, DriverPod};
 use crate::state::{self, Action as Do, Decision, DriverObservation, Transition};
 use crate::status;
 use crate::submit::{self, Submitted};
+use spark_operator_runtime::error_chain::ErrorChain;
 
 /// Annotation on the SparkApplication: hash of the spec of its last submission (see `state::spec_hash`).
 pub const ANNOTATION_SPEC_HASH: &str = "sparkoperator.k8s.io/spec-hash";
@@ -46,28 +47,28 @@ pub enum Error {
     Submit(#[from] submit::Error),
     #[error(transparent)]
     Finalizer(#[from] driver_finalizer::Error),
-    #[error("reading the driver pod {namespace}/{name}: {source}")]
+    #[error("reading the driver pod {namespace}/{name}")]
     ReadDriver {
         namespace: String,
         name: String,
         #[source]
         source: kube::Error,
     },
-    #[error("re-reading the application {namespace}/{name}: {source}")]
+    #[error("re-reading the application {namespace}/{name}")]
     ReadApplication {
         namespace: String,
         name: String,
         #[source]
         source: kube::Error,
     },
-    #[error("recording the spec hash on {namespace}/{name}: {source}")]
+    #[error("recording the spec hash on {namespace}/{name}")]
     RecordSpecHash {
         namespace: String,
         name: String,
         #[source]
         source: kube::Error,
     },
-    #[error("deleting {what} {namespace}/{name}: {source}")]
+    #[error("deleting {what} {namespace}/{name}")]
     Delete {
         what: &'static str,
         namespace: String,
@@ -203,7 +204,7 @@ pub fn error_policy(app: Arc<SparkApplication>, error: &Error, ctx: Arc<Ctx>) ->
     tracing::warn!(
         app = app.metadata.name.as_deref().unwrap_or_default(),
         category = category.as_str(),
-        %error,
+        error = %ErrorChain(error),
         "reconcile failed"
     );
     match error {
@@ -704,7 +705,7 @@ pub async fn run_controller(
                         let namespace = object.namespace.clone().unwrap_or_default();
                         release_orphans(&ctx, &namespace, &object.name).await;
                     }
-                    Err(error) => tracing::debug!(%error, "controller"),
+                    Err(error) => tracing::debug!(error = %ErrorChain(&error), "controller"),
                 }
             }
         })
@@ -718,7 +719,7 @@ async fn release_orphans(ctx: &Ctx, namespace: &str, app: &str) {
     let live = match api.get_opt(app).await {
         Ok(live) => live,
         Err(error) => {
-            tracing::warn!(namespace, app, %error, "could not check whether the application is gone");
+            tracing::warn!(namespace, app, error = %ErrorChain(&error), "could not check whether the application is gone");
             return;
         }
     };
@@ -750,7 +751,7 @@ async fn release_orphans(ctx: &Ctx, namespace: &str, app: &str) {
             && !owned_by_live
             && let Err(error) = driver_finalizer::release(&ctx.client, &pod).await
         {
-            tracing::warn!(%error, "could not release an orphaned driver pod");
+            tracing::warn!(error = %ErrorChain(&error), "could not release an orphaned driver pod");
         }
     }
 }

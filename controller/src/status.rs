@@ -133,13 +133,13 @@ fn truncate_text(status: &mut SparkApplicationStatus) {
 pub enum Error {
     #[error("the application {name} changed since it was read (conflict)")]
     Conflict { name: String },
-    #[error("writing the status of {name}: {source}")]
+    #[error("writing the status of {name}")]
     Write {
         name: String,
         #[source]
         source: kube::Error,
     },
-    #[error("serializing the status of {name}: {source}")]
+    #[error("serializing the status of {name}")]
     Serialize {
         name: String,
         #[source]

@@ -15,6 +15,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use spark_operator_api::SparkApplication;
 use spark_operator_api::defaults::apply_defaults;
+use spark_operator_runtime::error_chain::ErrorChain;
 
 use crate::context::Settings;
 use crate::state::SubmitOutcome;
@@ -36,7 +37,7 @@ pub enum Submitted {
 /// A transient failure: the reconcile is retried and the same submission resumed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("creating {kind} {namespace}/{name}: {source}")]
+    #[error("creating {kind} {namespace}/{name}")]
     Create {
         kind: &'static str,
         namespace: String,
@@ -44,14 +45,14 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
-    #[error("reading the existing driver pod {namespace}/{name}: {source}")]
+    #[error("reading the existing driver pod {namespace}/{name}")]
     ReadDriver {
         namespace: String,
         name: String,
         #[source]
         source: kube::Error,
     },
-    #[error("deleting the old driver pod {namespace}/{name}: {source}")]
+    #[error("deleting the old driver pod {namespace}/{name}")]
     DeleteOldDriver {
         namespace: String,
         name: String,
@@ -114,8 +115,9 @@ pub async fn submit(
     let mut objects = match objects(&input) {
         Ok(objects) => objects,
         Err(error) => {
+            // Shown to users in status: the whole chain, the decoration's field and fix included.
             return Ok(Submitted::Done(SubmitOutcome::Failed {
-                message: error.to_string(),
+                message: ErrorChain(&error).to_string(),
             }));
         }
     };

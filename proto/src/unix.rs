@@ -6,7 +6,6 @@
 //! Client side (the node agent): [`connect_runtime_service`], or [`connect_unix`] for a bare
 //! [`Channel`].
 
-use std::error::Error as StdError;
 use std::future::Future;
 use std::io;
 use std::os::unix::fs::FileTypeExt;
@@ -24,13 +23,13 @@ use crate::cri::v1::runtime_service_server::{RuntimeService, RuntimeServiceServe
 /// A failed unix-socket operation; every variant names the socket path.
 #[derive(Debug, thiserror::Error)]
 pub enum UnixSocketError {
-    #[error("cannot create the parent directory of unix socket {}: {source}", path.display())]
+    #[error("cannot create the parent directory of unix socket {}", path.display())]
     CreateDir {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
-    #[error("cannot inspect the existing file at unix socket path {}: {source}", path.display())]
+    #[error("cannot inspect the existing file at unix socket path {}", path.display())]
     Inspect {
         path: PathBuf,
         #[source]
@@ -46,43 +45,32 @@ pub enum UnixSocketError {
         path.display()
     )]
     InUse { path: PathBuf },
-    #[error("cannot remove the stale unix socket {}: {source}", path.display())]
+    #[error("cannot remove the stale unix socket {}", path.display())]
     RemoveStale {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
-    #[error("cannot bind unix socket {}: {source}", path.display())]
+    #[error("cannot bind unix socket {}", path.display())]
     Bind {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
-    // tonic's transport error only says "transport error"; the cause chain is what helps.
-    #[error("gRPC server on unix socket {} failed: {}", path.display(), error_chain(source))]
+    // tonic's transport error says only "transport error"; what failed is further down its source
+    // chain, which whoever shows this error walks.
+    #[error("gRPC server on unix socket {} failed", path.display())]
     Serve {
         path: PathBuf,
         #[source]
         source: tonic::transport::Error,
     },
-    #[error("cannot connect to gRPC server on unix socket {}: {}", path.display(), error_chain(source))]
+    #[error("cannot connect to gRPC server on unix socket {}", path.display())]
     Connect {
         path: PathBuf,
         #[source]
         source: tonic::transport::Error,
     },
-}
-
-/// `err: cause: cause ...`, so a message read on its own still says what went wrong.
-fn error_chain(err: &dyn StdError) -> String {
-    let mut text = err.to_string();
-    let mut next = err.source();
-    while let Some(cause) = next {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        next = cause.source();
-    }
-    text
 }
 
 /// Binds a unix socket at `path`, creating its parent directory and replacing a stale socket

@@ -536,8 +536,21 @@ async fn connecting_to_missing_socket_names_the_path() {
         matches!(&err, UnixSocketError::Connect { path: p, .. } if *p == path),
         "{err:?}"
     );
-    let message = err.to_string();
+    let message = with_causes(&err);
     assert!(message.contains(&path.display().to_string()), "{message}");
-    // The io cause must reach the message, not just tonic's bare "transport error".
+    // The io cause must reach the rendered error, not just tonic's bare "transport error".
     assert!(message.contains("No such file or directory"), "{message}");
+}
+
+/// The error and its source chain, as a log line or anyhow shows it: the message itself leaves the
+/// cause to the chain.
+fn with_causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut next = error.source();
+    while let Some(cause) = next {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        next = cause.source();
+    }
+    text
 }

@@ -3,7 +3,7 @@
 //!
 //! - [`client`]: one Kubernetes client configuration from `--kubeconfig`, the environment or the pod's
 //!   ServiceAccount, with this replica's identity in its User-Agent.
-//! - [`logging`]: tracing to standard error, text or JSON.
+//! - [`logging`]: tracing to standard error, text or JSON; [`error_chain`]: an error shown with its causes.
 //! - [`shutdown`]: SIGTERM and Ctrl-C as a value every component can wait on.
 //! - [`metrics`]: counters, gauges, histograms and their text exposition; a registry of renderers.
 //! - [`readiness`]: `/readyz` as the conjunction of what each serving component reports.
@@ -19,6 +19,7 @@
 pub mod args;
 pub mod client;
 pub mod endpoints;
+pub mod error_chain;
 pub mod fence;
 pub mod lease;
 pub mod logging;

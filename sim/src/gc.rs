@@ -30,6 +30,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
+use crate::error_chain::ErrorChain;
 use crate::registry::{Registry, ResourceKey};
 use crate::status::ApiError;
 use crate::store::{Change, ChangeKind, Store};
@@ -81,13 +82,13 @@ pub fn spawn(store: &Store) -> BackgroundTask {
 /// Why one step of the collector failed (it is retried).
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum GcError {
-    #[error("deleting {what}: {source}")]
+    #[error("deleting {what}")]
     Delete { what: String, source: ApiError },
-    #[error("removing owner references from {what}: {source}")]
+    #[error("removing owner references from {what}")]
     RemoveOwnerRefs { what: String, source: ApiError },
-    #[error("unblocking the owner references of {what}: {source}")]
+    #[error("unblocking the owner references of {what}")]
     Unblock { what: String, source: ApiError },
-    #[error("removing the {finalizer} finalizer from {what}: {source}")]
+    #[error("removing the {finalizer} finalizer from {what}")]
     RemoveFinalizer {
         what: String,
         finalizer: &'static str,
@@ -220,7 +221,7 @@ impl Collector {
                     .map(|d| (*d * 2).min(MAX_RETRY))
                     .unwrap_or(FIRST_RETRY);
                 self.backoff.insert(work.clone(), delay);
-                tracing::warn!(error = %e, retry_in = ?delay, "garbage collection step failed");
+                tracing::warn!(error = %ErrorChain(&e), retry_in = ?delay, "garbage collection step failed");
                 let tx = self.retry_tx.clone();
                 tokio::spawn(async move {
                     tokio::time::sleep(delay).await;

@@ -9,9 +9,9 @@ use serde_json::json;
 /// Why the kubeconfig could not be written.
 #[derive(Debug, thiserror::Error)]
 pub enum KubeconfigError {
-    #[error("serializing the kubeconfig: {0}")]
+    #[error("serializing the kubeconfig")]
     Serialize(#[from] serde_yaml::Error),
-    #[error("writing the kubeconfig to {path}: {source}")]
+    #[error("writing the kubeconfig to {path}")]
     Write { path: String, source: std::io::Error },
 }
 

@@ -13,6 +13,7 @@ pub mod audit;
 pub mod convert;
 pub mod defaults;
 pub mod discovery;
+pub mod error_chain;
 pub mod faults;
 pub mod gc;
 pub mod kubeconfig;

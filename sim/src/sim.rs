@@ -60,7 +60,7 @@ impl SimConfig {
 /// Why the sim could not start or hand out a client.
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
-    #[error("creating the data directory {path}: {source}")]
+    #[error("creating the data directory {path}")]
     DataDir { path: String, source: std::io::Error },
     #[error(transparent)]
     Tls(#[from] TlsError),
@@ -68,14 +68,14 @@ pub enum SimError {
     Serve(#[from] ServeError),
     #[error(transparent)]
     Kubeconfig(#[from] kubeconfig::KubeconfigError),
-    #[error("creating the initial {what}: {source}")]
+    #[error("creating the initial {what}")]
     Bootstrap {
         what: String,
         source: crate::status::ApiError,
     },
     #[error("reading the kubeconfig for a client: {0}")]
     ClientConfig(String),
-    #[error("building a kube client: {0}")]
+    #[error("building a kube client")]
     Client(#[from] kube::Error),
     #[error(transparent)]
     Nodes(#[from] crate::node::NodeError),

@@ -12,9 +12,9 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 /// Why the PKI or the TLS configuration could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
-    #[error("generating the {what} key or certificate: {source}")]
+    #[error("generating the {what} key or certificate")]
     Generate { what: &'static str, source: rcgen::Error },
-    #[error("building the rustls server configuration: {0}")]
+    #[error("building the rustls server configuration")]
     ServerConfig(#[from] rustls::Error),
     #[error("building the client certificate verifier: {0}")]
     ClientVerifier(String),

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 use spark_operator_api::manifest::{ManifestCheck, check_manifest};
 use spark_operator_api::validation::ValidationContext;
+use spark_operator_runtime::error_chain::ErrorChain;
 
 use super::documents::{self, Document};
 
@@ -92,7 +93,12 @@ fn check_document(
         }
         Err(error) => {
             summary.unreadable += 1;
-            return writeln!(out, "{source}: document {}: error: {error}", document.index);
+            return writeln!(
+                out,
+                "{source}: document {}: error: {}",
+                document.index,
+                ErrorChain(&error)
+            );
         }
     };
     summary.objects += 1;
@@ -130,7 +136,7 @@ pub fn check_all(args: &ValidateArgs, mut stdin: impl Read, out: &mut impl Write
         Ok(sources) => sources,
         Err(error) => {
             summary.unreadable += 1;
-            writeln!(out, "error: {error}")?;
+            writeln!(out, "error: {}", ErrorChain(&error))?;
             return Ok(summary);
         }
     };
@@ -145,7 +151,8 @@ pub fn check_all(args: &ValidateArgs, mut stdin: impl Read, out: &mut impl Write
             }
             Err(error) => {
                 summary.unreadable += 1;
-                writeln!(out, "{name}: error: {error}")?;
+                // The cause (no such file, permission denied) is what the user acts on.
+                writeln!(out, "{name}: error: {}", ErrorChain(&error))?;
             }
         }
     }
@@ -239,6 +246,14 @@ mod tests {
         assert!(summary.failed());
         assert!(
             output.contains("/nonexistent/app.yaml: error: could not read /nonexistent/app.yaml"),
+            "{output}"
+        );
+        // And why, from the error's source.
+        let not_found = std::fs::read_to_string("/nonexistent/app.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            output.contains(&format!("could not read /nonexistent/app.yaml: {not_found}")),
             "{output}"
         );
     }

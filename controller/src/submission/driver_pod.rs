@@ -42,7 +42,7 @@ pub enum DriverPodError {
         "spec.sparkConf[{key}]: a driver resource needs its vendor (e.g. nvidia.com) in spark.driver.resource.<name>.vendor"
     )]
     MissingResourceVendor { key: String },
-    #[error("the driver pod cannot be decorated: {0}")]
+    #[error("the driver pod cannot be decorated")]
     Decoration(#[from] DecorationError),
 }
 

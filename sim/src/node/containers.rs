@@ -14,6 +14,7 @@ use super::pod_status::CState;
 use super::pod_worker::{Worker, WorkerMsg, container_field};
 use super::process::{self, ProcessCtx, Signal};
 use super::runtime::ContainerConfig;
+use crate::error_chain::ErrorChain;
 
 /// How long the kubelet shows ErrImagePull before the back-off starts.
 const ERR_IMAGE_PULL_SHOWN: std::time::Duration = std::time::Duration::from_secs(1);
@@ -207,11 +208,13 @@ impl Worker {
         let log = match LogWriter::create(log_path.clone()) {
             Ok(l) => Arc::new(l),
             Err(e) => {
+                // The kubelet's message carries the whole cause (which path, which OS error).
+                let message = ErrorChain(&e).to_string();
                 self.wait_with(
                     i,
                     "CreateContainerError",
-                    e.to_string(),
-                    Some(("Failed", format!("Error: {e}"))),
+                    message.clone(),
+                    Some(("Failed", format!("Error: {message}"))),
                 )
                 .await;
                 return;

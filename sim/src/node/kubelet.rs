@@ -20,6 +20,7 @@ use super::hub::{PodEvent, node_name};
 use super::pod_worker::{Worker, WorkerCtx, WorkerMsg};
 use super::runtime::Runtime;
 use super::{NodeError, Shared, registration};
+use crate::error_chain::ErrorChain;
 use crate::meta;
 use crate::store::ListOptions;
 
@@ -99,7 +100,7 @@ impl Kubelet {
                 let _ = stop.wait_for(|s| *s).await;
             };
             if let Err(e) = spark_operator_proto::unix::serve_runtime_service(service, listener, shutdown).await {
-                tracing::warn!(error = %e, "CRI server ended");
+                tracing::warn!(error = %ErrorChain(&e), "CRI server ended");
             }
         }));
 

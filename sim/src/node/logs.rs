@@ -18,9 +18,9 @@ use crate::store::Store;
 /// Why a log file could not be opened for writing.
 #[derive(Debug, thiserror::Error)]
 pub enum LogError {
-    #[error("creating the log directory {path}: {source}")]
+    #[error("creating the log directory {path}")]
     CreateDir { path: String, source: std::io::Error },
-    #[error("opening the log file {path}: {source}")]
+    #[error("opening the log file {path}")]
     Open { path: String, source: std::io::Error },
 }
 

@@ -53,11 +53,11 @@ use crate::store::Store;
 /// Why a node could not be started or acted on.
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
-    #[error("creating the node directory {path}: {source}")]
+    #[error("creating the node directory {path}")]
     CreateDir { path: String, source: std::io::Error },
-    #[error("serving the node's CRI socket: {0}")]
+    #[error("serving the node's CRI socket")]
     Socket(#[source] spark_operator_proto::unix::UnixSocketError),
-    #[error("registering node {node}: {source}")]
+    #[error("registering node {node}")]
     Register { node: String, source: Box<ApiError> },
     #[error("node {0:?} already exists in this sim")]
     DuplicateNode(String),
@@ -67,7 +67,7 @@ pub enum NodeError {
     PodNotFound(String),
     #[error("pod {0} is not running on any node of this sim")]
     PodNotRunning(String),
-    #[error("marking pod {pod} as evicted: {source}")]
+    #[error("marking pod {pod} as evicted")]
     Evict { pod: String, source: Box<ApiError> },
 }
 

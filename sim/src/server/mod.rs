@@ -43,10 +43,10 @@ pub(crate) struct ServerHandle {
 /// Why the listener could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
-    #[error("binding 127.0.0.1:{port}: {source}")]
+    #[error("binding 127.0.0.1:{port}")]
     Bind { port: u16, source: std::io::Error },
-    #[error("reading the bound address: {0}")]
-    LocalAddr(std::io::Error),
+    #[error("reading the bound address")]
+    LocalAddr(#[source] std::io::Error),
 }
 
 /// Binds 127.0.0.1 (port 0 = any free port).

@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, HashSet};
 use serde_json::{Value, json};
 
 use crate::admission_seam::UserInfo;
+use crate::error_chain::ErrorChain;
 use crate::gc::BackgroundTask;
 use crate::meta;
 use crate::registry::{Gvr, ResourceInfo};
@@ -31,16 +32,16 @@ pub fn spawn(store: &Store) -> BackgroundTask {
 /// Why a namespace could not be finished this time (it is looked at again on the next change).
 #[derive(Debug, thiserror::Error)]
 enum NamespaceError {
-    #[error("deleting {resource} {namespace}/{name}: {source}")]
+    #[error("deleting {resource} {namespace}/{name}")]
     DeleteContent {
         resource: String,
         namespace: String,
         name: String,
         source: ApiError,
     },
-    #[error("updating the status of namespace {namespace}: {source}")]
+    #[error("updating the status of namespace {namespace}")]
     Status { namespace: String, source: ApiError },
-    #[error("finalizing namespace {namespace}: {source}")]
+    #[error("finalizing namespace {namespace}")]
     Finalize { namespace: String, source: ApiError },
 }
 
@@ -130,7 +131,7 @@ fn write_options() -> WriteOptions {
 
 async fn sync(store: &Store, namespace: &str) {
     if let Err(e) = sync_inner(store, namespace).await {
-        tracing::warn!(error = %e, namespace, "namespace deletion step failed; retried on the next change");
+        tracing::warn!(error = %ErrorChain(&e), namespace, "namespace deletion step failed; retried on the next change");
     }
 }
 
