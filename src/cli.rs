@@ -99,7 +99,8 @@ mod tests {
                 }
                 let env = arg.get_env().and_then(|e| e.to_str()).unwrap_or_default();
                 let long = arg.get_long().unwrap_or_default();
-                let expected = if long == "kubeconfig" {
+                // `dev --kubeconfig` is where dev writes its kubeconfig, not one to read.
+                let expected = if long == "kubeconfig" && subcommand.get_name() != "dev" {
                     "KUBECONFIG".to_owned()
                 } else {
                     env_var(subcommand.get_name(), long)

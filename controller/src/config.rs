@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::state::Timing;
+use crate::app::state::Timing;
 use crate::submission::{NetworkPolicyMode, SubmissionOptions};
 
 /// Smallest status byte budget accepted: room for the state, conditions, the driver's termination and

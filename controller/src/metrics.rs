@@ -14,7 +14,7 @@ use spark_operator_runtime::metrics::{
     LATENCY_SECONDS as LATENCY, Render, write_counter, write_gauge, write_histogram, write_labelled_counters,
 };
 
-use crate::reconciler::ErrorCategory;
+use crate::app::reconciler::ErrorCategory;
 
 /// Execution time buckets in seconds, from 1 s to 1 day.
 const EXECUTION: &[f64] = &[

@@ -23,11 +23,11 @@ use std::path::PathBuf;
 use serde_json::Value;
 use spark_operator_api::SparkApplication;
 use spark_operator_api::labels::FINALIZER_DRIVER_PROTECTION;
+use spark_operator_controller::app::submit;
 use spark_operator_controller::submission::{
     ExistingDriverPod, Submission, SubmissionIds, SubmissionInput, SubmissionOptions, application_owner,
     classify_existing_driver_pod,
 };
-use spark_operator_controller::submit;
 
 use allowed::ALLOWED;
 use compare::Diff;

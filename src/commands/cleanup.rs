@@ -22,7 +22,7 @@ pub enum CleanupError {
     #[error(transparent)]
     Client(#[from] spark_operator_runtime::client::Error),
     #[error(transparent)]
-    Release(#[from] spark_operator_controller::driver_finalizer::Error),
+    Release(#[from] spark_operator_controller::app::driver_finalizer::Error),
     #[error("could not write to standard output")]
     Output(#[source] std::io::Error),
 }
@@ -41,7 +41,7 @@ pub async fn cleanup(args: &CleanupArgs, out: &mut impl Write) -> Result<usize, 
         .map(|n| n.trim().to_owned())
         .filter(|n| !n.is_empty())
         .collect();
-    let released = spark_operator_controller::driver_finalizer::cleanup(&client, &namespaces).await?;
+    let released = spark_operator_controller::app::driver_finalizer::cleanup(&client, &namespaces).await?;
     writeln!(out, "released the driver-protection finalizer of {released} pod(s)").map_err(CleanupError::Output)?;
     Ok(released)
 }

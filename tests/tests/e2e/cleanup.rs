@@ -34,7 +34,7 @@ async fn cleanup_releases_every_driver_protection_finalizer() {
     ] {
         pods.create(&PostParams::default(), &created).await.expect("created");
     }
-    let released = spark_operator_controller::driver_finalizer::cleanup(&cluster.client, &[])
+    let released = spark_operator_controller::app::driver_finalizer::cleanup(&cluster.client, &[])
         .await
         .expect("cleanup");
     assert_eq!(released, 2);
@@ -53,7 +53,7 @@ async fn cleanup_releases_every_driver_protection_finalizer() {
     assert_eq!(finalizers("driver-b").await, ["example.com/keep"]);
     assert_eq!(finalizers("unrelated").await, ["example.com/keep"]);
     // Idempotent.
-    let again = spark_operator_controller::driver_finalizer::cleanup(&cluster.client, &["default".into()])
+    let again = spark_operator_controller::app::driver_finalizer::cleanup(&cluster.client, &["default".into()])
         .await
         .expect("cleanup");
     assert_eq!(again, 0);

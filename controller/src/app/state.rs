@@ -1,6 +1,6 @@
 //! The SparkApplication state machine as pure functions: `(application, observed driver, now, timing)
 //! -> Decision { status, actions, requeue, transitions }`. Nothing here does I/O; the reconciler
-//! ([`crate::reconciler`]) executes the actions and writes the status.
+//! ([`crate::app::reconciler`]) executes the actions and writes the status.
 //!
 //! States and transitions are Kubeflow's (`kubeflow-study.md` §2.2), with its known faults fixed:
 //! - A driver whose pod is gone is not failed when its termination is known (`status.driverTermination`,
@@ -35,8 +35,8 @@ use spark_operator_api::defaults::{
 use spark_operator_api::state::{ApplicationStateType as S, DriverState};
 use spark_operator_api::status::{DriverInfo, SparkApplicationStatus, TerminationRecord};
 
-use crate::conditions;
-use crate::observe::DriverPod;
+use crate::app::conditions;
+use crate::app::observe::DriverPod;
 
 /// Time limits of the state machine.
 #[derive(Clone, Debug, PartialEq)]
@@ -602,7 +602,7 @@ fn finish_run(input: &Input<'_>, d: &mut Decision, record: TerminationRecord) {
         d.status.application_state.error_message = message.clone();
         let reason = if record.exit_code.is_none()
             && record.reason.as_deref().is_some_and(|r| {
-                crate::observe::STUCK_WAITING_REASONS.contains(&r) || r == crate::observe::UNSCHEDULABLE
+                crate::app::observe::STUCK_WAITING_REASONS.contains(&r) || r == crate::app::observe::UNSCHEDULABLE
             }) {
             reasons::DRIVER_START_TIMEOUT
         } else {

@@ -7,8 +7,8 @@ use kube::Resource;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use spark_operator_api::SparkApplication;
 
-use crate::observe::truncate_utf8;
-use crate::state::Transition;
+use crate::app::observe::truncate_utf8;
+use crate::app::state::Transition;
 
 /// Events' notes are limited to 1 kB by the API.
 const MAX_NOTE_BYTES: usize = 1000;

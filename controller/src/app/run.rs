@@ -8,19 +8,19 @@ use std::sync::{Arc, Mutex};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 
-use crate::pod::SparkPod as Pod;
+use crate::pod::SparkPod;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use spark_operator_api::SparkApplication;
 use spark_operator_runtime::Runtime;
 use tokio::sync::watch;
 
+use crate::app::context::{Ctx, NamespaceFilter, Settings};
+use crate::app::events::Events;
+use crate::app::executors::Executors;
+use crate::app::reconciler::run_controller;
 use crate::config::{ControllerArgs, NamespaceScope};
-use crate::context::{Ctx, NamespaceFilter, Settings};
-use crate::events::Events;
-use crate::executors::Executors;
 use crate::metrics::Metrics;
-use crate::reconciler::run_controller;
 
 /// Why the controller stopped.
 #[derive(Debug, thiserror::Error)]
@@ -103,7 +103,7 @@ async fn reconcile_all(
         events: Events::new(client.clone(), &args.event_reporter, identity),
         metrics,
         executors: Arc::new(Mutex::new(Executors::default())),
-        pods: reflector::store::<Pod>().0,
+        pods: reflector::store::<SparkPod>().0,
         namespaces: NamespaceFilter::Watched,
         driver_exits: Arc::new(Mutex::new(HashMap::new())),
     };
@@ -121,7 +121,7 @@ async fn reconcile_all(
         NamespaceScope::List(namespaces) => {
             let controllers = namespaces.iter().map(|ns| {
                 let apps: Api<SparkApplication> = Api::namespaced(client.clone(), ns);
-                let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+                let pods: Api<SparkPod> = Api::namespaced(client.clone(), ns);
                 // Each namespace has its own pod cache, so it needs its own executor trackers: a
                 // relist sweeps its trackers against its cache, and would take another namespace's
                 // live executors for deleted ones.

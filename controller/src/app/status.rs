@@ -12,7 +12,7 @@ use serde_json::json;
 use spark_operator_api::SparkApplication;
 use spark_operator_api::status::SparkApplicationStatus;
 
-use crate::observe::truncate_utf8;
+use crate::app::observe::truncate_utf8;
 
 /// Field manager of the controller's writes.
 pub const FIELD_MANAGER: &str = "spark-operator";
@@ -229,8 +229,8 @@ mod tests {
     use spark_operator_api::status::TerminationRecord;
 
     use super::*;
-    use crate::executors::{Limits, Tracker};
-    use crate::observe::ExecutorPod;
+    use crate::app::executors::{Limits, Tracker};
+    use crate::app::observe::ExecutorPod;
 
     fn churn(executors: i64, limits: Limits) -> SparkApplicationStatus {
         let now = Timestamp::from_second(1_700_000_000).unwrap();

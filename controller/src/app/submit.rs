@@ -1,7 +1,7 @@
 //! Executing a claimed submission, exactly once: build the objects with the pure builders
 //! ([`crate::submission`]), create the driver pod, then the objects it owns.
 //!
-//! The submission id is already in the status when this runs (see [`crate::state`]). Everything random
+//! The submission id is already in the status when this runs (see [`crate::app::state`]). Everything random
 //! about the objects (Spark's ids, hence the ConfigMap and Service names) is derived from that id and the
 //! recorded submission time, so running the same submission again, after a crash or on a new leader,
 //! builds the very same objects: an existing driver pod carrying our submission id is adopted and its
@@ -17,9 +17,9 @@ use spark_operator_api::SparkApplication;
 use spark_operator_api::defaults::apply_defaults;
 use spark_operator_runtime::error_chain::ErrorChain;
 
-use crate::context::Settings;
-use crate::state::SubmitOutcome;
-use crate::status::FIELD_MANAGER;
+use crate::app::context::Settings;
+use crate::app::state::SubmitOutcome;
+use crate::app::status::FIELD_MANAGER;
 use crate::submission::{
     ExistingDriverPod, Submission, SubmissionError, SubmissionIds, SubmissionInput, build_submission,
     classify_existing_driver_pod,

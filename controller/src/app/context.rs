@@ -7,14 +7,14 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
 
-use crate::pod::SparkPod as Pod;
+use crate::pod::SparkPod;
 use kube::runtime::reflector::{ObjectRef, Store};
 
+use crate::app::events::Events;
+use crate::app::executors::{Executors, Limits};
+use crate::app::state::Timing;
 use crate::config::ControllerArgs;
-use crate::events::Events;
-use crate::executors::{Executors, Limits};
 use crate::metrics::Metrics;
-use crate::state::Timing;
 use crate::submission::SubmissionOptions;
 
 /// Settings of the reconciler, resolved from the flags.
@@ -75,7 +75,7 @@ pub struct Ctx {
     pub metrics: Arc<Metrics>,
     pub executors: Arc<Mutex<Executors>>,
     /// Driver and executor pods (the launched-by label), from the pod watch.
-    pub pods: Store<Pod>,
+    pub pods: Store<SparkPod>,
     pub namespaces: NamespaceFilter,
     /// When the pod watch first saw each driver's exit (`namespace/pod`), for the termination → status
     /// latency metric.
@@ -84,7 +84,7 @@ pub struct Ctx {
 
 impl Ctx {
     /// The cached pod, if any.
-    pub fn cached_pod(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
+    pub fn cached_pod(&self, namespace: &str, name: &str) -> Option<Arc<SparkPod>> {
         self.pods.get(&ObjectRef::new(name).within(namespace))
     }
 }

@@ -10,7 +10,7 @@ use spark_operator_api::state::{ApplicationStateType as S, DriverState};
 use spark_operator_api::status::TerminationRecord;
 
 use super::*;
-use crate::observe::{Deletion, DriverPod, StartProblem};
+use crate::app::observe::{Deletion, DriverPod, StartProblem};
 
 const T0: i64 = 1_700_000_000;
 const SUB: &str = "sub-1";

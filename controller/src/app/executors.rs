@@ -22,7 +22,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use spark_operator_api::state::ExecutorState;
 use spark_operator_api::status::{ExecutorCounts, ExecutorRecord, SparkApplicationStatus, TerminationRecord};
 
-use crate::observe::ExecutorPod;
+use crate::app::observe::ExecutorPod;
 
 /// A set of integers stored as disjoint, non-adjacent intervals.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -8,13 +8,13 @@
 //! - when the pod's application is gone (or is being deleted), so no pod is ever stranded;
 //! - by `spark-operator cleanup`, which releases every pod's finalizer (uninstall, Helm pre-delete hook).
 
-use crate::pod::SparkPod as Pod;
+use crate::pod::SparkPod;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 use spark_operator_api::SparkApplication;
 use spark_operator_api::labels::{FINALIZER_DRIVER_PROTECTION, LABEL_LAUNCHED_BY_SPARK_OPERATOR, LABEL_VALUE_TRUE};
 
-use crate::observe::DriverPod;
+use crate::app::observe::DriverPod;
 
 /// Whether the finalizer must stay on a driver pod, given the application's *persisted* status.
 pub fn keep(pod: &DriverPod, app: Option<&SparkApplication>) -> bool {
@@ -51,10 +51,10 @@ pub enum Error {
 
 /// Removes our finalizer from a pod, leaving any other finalizer; conditional on the pod's
 /// resourceVersion, retried on conflict. A pod already gone is fine.
-pub async fn release(client: &kube::Client, pod: &Pod) -> Result<bool, Error> {
+pub async fn release(client: &kube::Client, pod: &SparkPod) -> Result<bool, Error> {
     let namespace = pod.metadata.namespace.clone().unwrap_or_default();
     let name = pod.metadata.name.clone().unwrap_or_default();
-    let api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+    let api: Api<SparkPod> = Api::namespaced(client.clone(), &namespace);
     let failed = |source| Error::Release {
         namespace: namespace.clone(),
         name: name.clone(),
@@ -95,7 +95,7 @@ pub async fn release(client: &kube::Client, pod: &Pod) -> Result<bool, Error> {
 /// uninstall needs so that no pod is left undeletable. Returns how many pods were released.
 pub async fn cleanup(client: &kube::Client, namespaces: &[String]) -> Result<usize, Error> {
     let selector = format!("{LABEL_LAUNCHED_BY_SPARK_OPERATOR}={LABEL_VALUE_TRUE}");
-    let apis: Vec<Api<Pod>> = if namespaces.is_empty() {
+    let apis: Vec<Api<SparkPod>> = if namespaces.is_empty() {
         vec![Api::all(client.clone())]
     } else {
         namespaces

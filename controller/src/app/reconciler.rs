@@ -3,7 +3,7 @@
 //! because executors are owned by the driver pod, not by the application.
 //!
 //! One reconcile: read (the cached application and driver pod, confirmed by a GET when it matters) →
-//! validate (pure) → decide ([`crate::state`], pure) → write the status (conditional, within the byte
+//! validate (pure) → decide ([`crate::app::state`], pure) → write the status (conditional, within the byte
 //! budget) → act (submit, delete) → release the driver finalizer once the status holds the driver's end.
 //!
 //! Executors are tracked from the pod watch's events as they stream by ([`PodObserver`]), so none is
@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::pod::SparkPod as Pod;
+use crate::pod::SparkPod;
 use futures::{Stream, StreamExt, TryStreamExt};
 use jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
@@ -26,13 +26,13 @@ use spark_operator_api::state::{ApplicationStateType as S, TerminationObserver};
 use spark_operator_api::status::SparkApplicationStatus;
 use spark_operator_api::validation::{ValidationContext, validate_spark_application};
 
-use crate::context::Ctx;
-use crate::driver_finalizer;
+use crate::app::context::Ctx;
+use crate::app::driver_finalizer;
+use crate::app::observe::{self, DriverPod};
+use crate::app::state::{self, Action as Do, Decision, DriverObservation, Transition};
+use crate::app::status;
+use crate::app::submit::{self, Submitted};
 use crate::metrics::Live;
-use crate::observe::{self, DriverPod};
-use crate::state::{self, Action as Do, Decision, DriverObservation, Transition};
-use crate::status;
-use crate::submit::{self, Submitted};
 use spark_operator_runtime::error_chain::ErrorChain;
 
 /// Annotation on the SparkApplication: hash of the spec of its last submission (see `state::spec_hash`).
@@ -216,7 +216,7 @@ pub fn error_policy(app: Arc<SparkApplication>, error: &Error, ctx: Arc<Ctx>) ->
 /// The driver pod, as facts and as the object (to release its finalizer).
 struct Driver {
     observation: DriverObservation,
-    pod: Option<Arc<Pod>>,
+    pod: Option<Arc<SparkPod>>,
 }
 
 /// States in which the presence of the current driver pod changes the decision, so a cache miss is
@@ -244,7 +244,7 @@ async fn observe_driver(ctx: &Ctx, app: &SparkApplication, namespace: &str) -> R
         S::PendingRerun | S::Resuming | S::Invalidating | S::Suspending
     );
     if (!current || waiting_for_removal) && must_confirm(&status) {
-        let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+        let api: Api<SparkPod> = Api::namespaced(ctx.client.clone(), namespace);
         pod = api
             .get_opt(&name)
             .await
@@ -393,7 +393,7 @@ async fn release_if_recorded(ctx: &Ctx, driver: &Driver, app: &SparkApplication)
 }
 
 async fn delete_driver(ctx: &Ctx, namespace: &str, name: &str) -> Result<(), Error> {
-    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+    let api: Api<SparkPod> = Api::namespaced(ctx.client.clone(), namespace);
     match api.delete(name, &DeleteParams::background()).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
@@ -559,7 +559,7 @@ pub struct PodObserver {
 }
 
 impl PodObserver {
-    pub fn observe(&self, event: &watcher::Event<Pod>) {
+    pub fn observe(&self, event: &watcher::Event<SparkPod>) {
         tracing::trace!(?event, "pod event");
         match event {
             watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) => self.pod(pod, false),
@@ -569,7 +569,7 @@ impl PodObserver {
         }
     }
 
-    fn pod(&self, pod: &Pod, deleted: bool) {
+    fn pod(&self, pod: &SparkPod, deleted: bool) {
         let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
         match observe::spark_role(pod) {
             Some(SparkRole::Driver) if !deleted => {
@@ -589,7 +589,7 @@ impl PodObserver {
         }
     }
 
-    fn executor(&self, pod: &Pod, namespace: &str, deleted: bool) {
+    fn executor(&self, pod: &SparkPod, namespace: &str, deleted: bool) {
         let (Some(facts), Some(app)) = (observe::executor_pod(pod), observe::app_name(pod)) else {
             return;
         };
@@ -640,7 +640,7 @@ pub fn pod_selector() -> String {
 }
 
 /// The application a pod belongs to.
-fn app_of(pod: Pod) -> Option<ObjectRef<SparkApplication>> {
+fn app_of(pod: SparkPod) -> Option<ObjectRef<SparkApplication>> {
     let namespace = pod.metadata.namespace.as_deref()?;
     observe::app_name(&pod).map(|app| ObjectRef::new(app).within(namespace))
 }
@@ -648,7 +648,7 @@ fn app_of(pod: Pod) -> Option<ObjectRef<SparkApplication>> {
 /// Runs one Controller over `apps` and `pods` (all namespaces, or one) until `shutdown` resolves.
 pub async fn run_controller(
     apps: Api<SparkApplication>,
-    pods: Api<Pod>,
+    pods: Api<SparkPod>,
     ctx: Ctx,
     concurrency: u16,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
@@ -728,7 +728,7 @@ async fn release_orphans(ctx: &Ctx, namespace: &str, app: &str) {
     {
         executors.remove(namespace, app);
     }
-    let drivers: Vec<Arc<Pod>> = ctx
+    let drivers: Vec<Arc<SparkPod>> = ctx
         .pods
         .state()
         .into_iter()

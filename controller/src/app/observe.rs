@@ -1,5 +1,5 @@
 //! What the controller reads off driver and executor pods, as plain facts: pure functions from a `Pod`,
-//! so the state machine ([`crate::state`]) and the executor tracker ([`crate::executors`]) can be tested
+//! so the state machine ([`crate::app::state`]) and the executor tracker ([`crate::app::executors`]) can be tested
 //! without pods.
 
 use jiff::Timestamp;
@@ -10,7 +10,7 @@ use spark_operator_api::labels::{
 use spark_operator_api::state::{DriverState, ExecutorState, TerminationObserver};
 use spark_operator_api::status::{MAX_LOG_TAIL_BYTES, TerminationRecord};
 
-use crate::pod::{ContainerStatus, SparkPod as Pod};
+use crate::pod::{ContainerStatus, SparkPod};
 
 /// Container waiting reasons that mean the driver cannot start without someone fixing something.
 pub const STUCK_WAITING_REASONS: [&str; 4] = [
@@ -58,21 +58,21 @@ pub struct DriverPod {
 }
 
 /// Reads a Spark pod's role from its `spark-role` label.
-pub fn spark_role(pod: &Pod) -> Option<SparkRole> {
+pub fn spark_role(pod: &SparkPod) -> Option<SparkRole> {
     label(pod, LABEL_SPARK_ROLE).and_then(SparkRole::parse)
 }
 
 /// The SparkApplication a pod belongs to (its `app-name` label).
-pub fn app_name(pod: &Pod) -> Option<&str> {
+pub fn app_name(pod: &SparkPod) -> Option<&str> {
     label(pod, LABEL_APP_NAME)
 }
 
 /// The submission that made a pod (its `submission-id` label).
-pub fn submission_id(pod: &Pod) -> Option<&str> {
+pub fn submission_id(pod: &SparkPod) -> Option<&str> {
     label(pod, LABEL_SUBMISSION_ID)
 }
 
-fn label<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
+fn label<'a>(pod: &'a SparkPod, key: &str) -> Option<&'a str> {
     pod.metadata.labels.as_ref()?.get(key).map(String::as_str)
 }
 
@@ -81,13 +81,13 @@ fn timestamp(time: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>
 }
 
 /// The status of the Spark container: the one with Spark's name, else the first.
-fn spark_container<'a>(pod: &'a Pod, name: &str) -> Option<&'a ContainerStatus> {
+fn spark_container<'a>(pod: &'a SparkPod, name: &str) -> Option<&'a ContainerStatus> {
     let statuses = &pod.status.as_ref()?.container_statuses;
     statuses.iter().find(|c| c.name == name).or_else(|| statuses.first())
 }
 
 /// The termination of the Spark container, if it has terminated, as a status record.
-fn container_termination(pod: &Pod, container: &str, observer: TerminationObserver) -> Option<TerminationRecord> {
+fn container_termination(pod: &SparkPod, container: &str, observer: TerminationObserver) -> Option<TerminationRecord> {
     let status = spark_container(pod, container)?;
     let terminated = status.state.as_ref()?.terminated.as_ref()?;
     let spec = pod.spec.as_ref();
@@ -120,7 +120,7 @@ pub fn truncate_utf8(text: &str, max: usize) -> String {
 }
 
 /// Why a pod cannot start, if it is stuck on something that needs a human.
-fn start_problem(pod: &Pod, container: &str) -> Option<StartProblem> {
+fn start_problem(pod: &SparkPod, container: &str) -> Option<StartProblem> {
     let status = pod.status.as_ref()?;
     if let Some(waiting) = spark_container(pod, container)
         .and_then(|c| c.state.as_ref())
@@ -146,7 +146,7 @@ fn start_problem(pod: &Pod, container: &str) -> Option<StartProblem> {
 
 /// The facts about a driver pod. The driver container's termination decides, not the pod phase: a
 /// sidecar may keep the pod running after Spark exited.
-pub fn driver_pod(pod: &Pod, observer: TerminationObserver) -> DriverPod {
+pub fn driver_pod(pod: &SparkPod, observer: TerminationObserver) -> DriverPod {
     let termination = container_termination(pod, DRIVER_CONTAINER_NAME, observer);
     let phase = pod
         .status
@@ -195,7 +195,7 @@ pub struct ExecutorPod {
 }
 
 /// The facts about an executor pod, or None when the pod is not an executor.
-pub fn executor_pod(pod: &Pod) -> Option<ExecutorPod> {
+pub fn executor_pod(pod: &SparkPod) -> Option<ExecutorPod> {
     if spark_role(pod) != Some(SparkRole::Executor) {
         return None;
     }
@@ -229,7 +229,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn pod(value: serde_json::Value) -> Pod {
+    fn pod(value: serde_json::Value) -> SparkPod {
         serde_json::from_value(value).unwrap()
     }
 
