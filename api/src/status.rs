@@ -208,14 +208,19 @@ impl ExecutorCounts {
         }
         if let Some(from) = from {
             let slot = self.slot(from);
-            *slot = (*slot - 1).max(0);
+            // Saturating: counts are read back from stored statuses, which anyone with write access
+            // to the status could have set to anything.
+            *slot = slot.saturating_sub(1).max(0);
         }
-        *self.slot(to) += 1;
+        let slot = self.slot(to);
+        *slot = slot.saturating_add(1);
     }
 
     /// Every executor counted.
     pub fn total(&self) -> i64 {
-        self.pending + self.running + self.completed + self.failed + self.unknown
+        [self.pending, self.running, self.completed, self.failed, self.unknown]
+            .into_iter()
+            .fold(0i64, i64::saturating_add)
     }
 }
 

@@ -45,6 +45,13 @@ pub struct Metrics {
     pub status_write_errors: Counter,
     pub status_budget_shrinks: Counter,
     pub reconcile_duration: Histogram,
+    /// Reconciles that panicked (contained to their application).
+    pub reconcile_panics: Counter,
+    /// Applications marked unreadable (once per generation).
+    pub unreadable_applications: Counter,
+    /// Pods with the operator's labels that are not what they claim (not owned by their submission's
+    /// driver, an executor id out of range): ignored.
+    pub untrusted_pods: Counter,
     /// Failed reconciles by [`ErrorCategory`], in its order.
     reconcile_errors: [Counter; ErrorCategory::ALL.len()],
     /// Where the running counts come from at each scrape (see [`Live`]).
@@ -86,6 +93,9 @@ impl Default for Metrics {
             status_write_errors: Counter::default(),
             status_budget_shrinks: Counter::default(),
             reconcile_duration: Histogram::new(LATENCY),
+            reconcile_panics: Counter::default(),
+            unreadable_applications: Counter::default(),
+            untrusted_pods: Counter::default(),
             reconcile_errors: Default::default(),
             live: Mutex::new(Vec::new()),
         }
@@ -153,7 +163,22 @@ impl Metrics {
 
 impl Render for Metrics {
     fn render(&self, out: &mut String) {
-        let counters: [(&str, &str, &Counter); 11] = [
+        let counters: [(&str, &str, &Counter); 14] = [
+            (
+                "spark_operator_reconcile_panics",
+                "Reconciles that panicked, contained to their application (a bug: see the log)",
+                &self.reconcile_panics,
+            ),
+            (
+                "spark_operator_unreadable_applications",
+                "Applications marked Invalid because the controller cannot decode them",
+                &self.unreadable_applications,
+            ),
+            (
+                "spark_operator_untrusted_pods",
+                "Pods with the operator's labels ignored because they are not what they claim",
+                &self.untrusted_pods,
+            ),
             ("spark_application_count", "Applications seen new", &self.app_count),
             (
                 "spark_application_submit_count",

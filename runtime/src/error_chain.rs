@@ -3,6 +3,9 @@
 //! Our error messages leave their source out (the workspace convention, checked by
 //! `tests/error_convention.rs`), so a message read on its own (a log line, a status message, an
 //! Event) must be rendered with the chain: `outer: cause: root cause`.
+//!
+//! kube's own errors print Rust `Debug` (`ApiError: ... (Status { status: Some(Failure), ...`); they
+//! are rendered here as Kubernetes renders them instead ([`kube_error`]).
 
 use std::error::Error;
 use std::fmt;
@@ -13,26 +16,96 @@ use std::fmt;
 /// workspace (kube's, for one) often print their cause themselves, and it should not appear twice.
 pub struct ErrorChain<'a>(pub &'a (dyn Error + 'static));
 
+/// How one error of the chain reads, and whether its causes are already in it.
+fn text_of(error: &(dyn Error + 'static)) -> (String, bool) {
+    match error.downcast_ref::<kube::Error>() {
+        Some(kube) => (kube_error(kube), true),
+        None => (error.to_string(), false),
+    }
+}
+
 impl fmt::Display for ErrorChain<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut previous = self.0.to_string();
+        let (mut previous, mut complete) = text_of(self.0);
         f.write_str(&previous)?;
         let mut next = self.0.source();
         while let Some(cause) = next {
-            let text = cause.to_string();
+            if complete {
+                break;
+            }
+            let (text, whole) = text_of(cause);
             if !previous.contains(&text) {
                 write!(f, ": {text}")?;
             }
             previous = text;
+            complete = whole;
             next = cause.source();
         }
         Ok(())
     }
 }
 
+/// A kube error as people should read it. An API refusal reads as kube-apiserver worded it, with its
+/// reason and HTTP code (`pods "x" is forbidden: ... (Forbidden, 403)`, as kubectl's "Error from server
+/// (Forbidden)"); any other error with its causes, never Rust `Debug`.
+pub fn kube_error(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => {
+            let message = status.message.trim();
+            let reason = if status.reason.is_empty() {
+                "Failure"
+            } else {
+                status.reason.as_str()
+            };
+            if message.is_empty() {
+                format!("the API server refused the request ({reason}, {})", status.code)
+            } else {
+                format!("{message} ({reason}, {})", status.code)
+            }
+        }
+        other => {
+            let mut text = other.to_string();
+            let mut next = other.source();
+            while let Some(cause) = next {
+                let cause_text = cause.to_string();
+                if !text.contains(&cause_text) {
+                    text = format!("{text}: {cause_text}");
+                }
+                next = cause.source();
+            }
+            text
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::ErrorChain;
+    use super::{ErrorChain, kube_error};
+
+    #[test]
+    fn an_api_refusal_reads_as_kubernetes_words_it() {
+        let status = kube::core::Status {
+            code: 403,
+            reason: "Forbidden".into(),
+            message: r#"pods "x" is forbidden: exceeded quota"#.into(),
+            ..kube::core::Status::default()
+        };
+        let error = kube::Error::Api(Box::new(status));
+        let text = kube_error(&error);
+        assert_eq!(text, r#"pods "x" is forbidden: exceeded quota (Forbidden, 403)"#);
+
+        #[derive(Debug, thiserror::Error)]
+        #[error("creating Pod default/x")]
+        struct Create(#[source] kube::Error);
+        let chained = ErrorChain(&Create(error)).to_string();
+        assert_eq!(
+            chained,
+            r#"creating Pod default/x: pods "x" is forbidden: exceeded quota (Forbidden, 403)"#
+        );
+        for debug in ["Some(", "Status {", "ApiError"] {
+            assert!(!chained.contains(debug), "{chained}");
+        }
+    }
 
     #[derive(Debug, thiserror::Error)]
     enum Outer {

@@ -21,6 +21,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, PostParams};
 use tokio::sync::watch;
 
+use crate::error_chain::kube_error;
 use crate::shutdown::Shutdown;
 
 /// The share of the lease duration a renewal keeps the leader valid for; the rest is margin for clocks
@@ -202,7 +203,7 @@ impl Elector {
         let current = match self.api.get_opt(&name).await {
             Ok(current) => current,
             Err(error) => {
-                tracing::debug!(%error, lease = name, "reading the lease");
+                tracing::debug!(error = %kube_error(&error), lease = name, "reading the lease");
                 return Attempt::Failed;
             }
         };
@@ -218,7 +219,7 @@ impl Elector {
             return match self.api.create(&PostParams::default(), &lease).await {
                 Ok(_) => Attempt::Held { sent },
                 Err(error) => {
-                    tracing::debug!(%error, lease = name, "creating the lease");
+                    tracing::debug!(error = %kube_error(&error), lease = name, "creating the lease");
                     Attempt::Failed
                 }
             };
@@ -255,7 +256,7 @@ impl Elector {
                 Attempt::Held { sent }
             }
             Err(error) => {
-                tracing::debug!(%error, lease = name, "taking or renewing the lease");
+                tracing::debug!(error = %kube_error(&error), lease = name, "taking or renewing the lease");
                 Attempt::Failed
             }
         }
@@ -334,7 +335,7 @@ impl Elector {
         spec.renew_time = Some(MicroTime(Timestamp::now()));
         match self.api.replace(name, &PostParams::default(), &lease).await {
             Ok(_) => tracing::info!(identity = self.settings.identity, lease = name, "released the lease"),
-            Err(error) => tracing::debug!(%error, "releasing the lease"),
+            Err(error) => tracing::debug!(error = %kube_error(&error), "releasing the lease"),
         }
     }
 }

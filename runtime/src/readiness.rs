@@ -43,6 +43,15 @@ impl Readiness {
     pub fn is_ready(&self) -> bool {
         self.not_ready().is_empty()
     }
+
+    /// Drops the checks whose names start with `prefix` (a component that stopped for a while, such as
+    /// a controller whose replica no longer leads).
+    pub fn remove_prefixed(&self, prefix: &str) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|name, _| !name.starts_with(prefix));
+    }
 }
 
 impl Check {
@@ -71,5 +80,7 @@ mod tests {
         assert!(readiness.is_ready());
         api.set(false);
         assert!(!readiness.is_ready());
+        readiness.remove_prefixed("api");
+        assert!(readiness.is_ready());
     }
 }

@@ -102,7 +102,7 @@ impl Runtime {
                 loop {
                     match client.apiserver_version().await {
                         Ok(_) => break apiserver.set(true),
-                        Err(error) => tracing::warn!(%error, "the API server does not answer yet; not ready"),
+                        Err(error) => tracing::warn!(error = %crate::error_chain::kube_error(&error), "the API server does not answer yet; not ready"),
                     }
                     tokio::time::sleep(Duration::from_secs(1)).await;
                 }

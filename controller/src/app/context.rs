@@ -12,6 +12,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::app::events::Events;
 use crate::app::executors::{Executors, Limits};
+use crate::app::poison::Quarantine;
 use crate::app::state::Timing;
 use crate::config::ControllerArgs;
 use crate::metrics::Metrics;
@@ -80,6 +81,8 @@ pub struct Ctx {
     /// When the pod watch first saw each driver's exit (`namespace/pod`), for the termination → status
     /// latency metric.
     pub driver_exits: Arc<Mutex<HashMap<String, Instant>>>,
+    /// Applications that cannot be read or whose reconcile panicked (see `poison`).
+    pub quarantine: Arc<Mutex<Quarantine>>,
 }
 
 impl Ctx {

@@ -6,6 +6,7 @@
 use kube::Resource;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use spark_operator_api::SparkApplication;
+use spark_operator_runtime::error_chain::kube_error;
 
 use crate::app::observe::truncate_utf8;
 use crate::app::state::Transition;
@@ -30,6 +31,26 @@ impl Events {
         }
     }
 
+    /// A Warning about an object the controller could not handle (an unreadable application, a reconcile
+    /// that panicked), addressed by its reference alone: such an object may not even decode.
+    pub async fn warning(&self, reference: &k8s_openapi::api::core::v1::ObjectReference, reason: &str, note: &str) {
+        let event = Event {
+            type_: EventType::Warning,
+            reason: reason.to_owned(),
+            note: Some(truncate_utf8(note, MAX_NOTE_BYTES)),
+            action: "Reconcile".to_owned(),
+            secondary: None,
+        };
+        if let Err(error) = self.recorder.publish(&event, reference).await {
+            tracing::warn!(
+                object = reference.name.as_deref().unwrap_or_default(),
+                reason,
+                error = %kube_error(&error),
+                "could not publish an event"
+            );
+        }
+    }
+
     /// One Event per transition: reason as Kubeflow names it, the note saying what happened.
     pub async fn transition(&self, app: &SparkApplication, transition: &Transition) {
         let event = Event {
@@ -50,7 +71,7 @@ impl Events {
             tracing::warn!(
                 app = app.metadata.name.as_deref().unwrap_or_default(),
                 reason = transition.reason,
-                %error,
+                error = %kube_error(&error),
                 "could not publish an event"
             );
         }

@@ -143,6 +143,8 @@ pub struct Tracker {
     failures: SparkApplicationStatus,
     /// Bumped on every change, so a reconcile knows whether to write.
     pub generation: u64,
+    /// The uid of this submission's driver pod, once seen: executors count only when owned by it.
+    pub driver_uid: Option<String>,
 }
 
 impl Tracker {
@@ -360,7 +362,7 @@ impl Tracker {
                 unseen,
                 "executors came and went while the pod watch was relisting; counted as UNKNOWN"
             );
-            self.counts.unknown += unseen;
+            self.counts.unknown = self.counts.unknown.saturating_add(unseen);
             self.generation += 1;
         }
     }

@@ -9,12 +9,13 @@
 //! Executors are tracked from the pod watch's events as they stream by ([`PodObserver`]), so none is
 //! missed between two reconciles; the reconcile copies the tracker into the status.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::pod::SparkPod;
 use futures::{Stream, StreamExt, TryStreamExt};
 use jiff::Timestamp;
+use kube::Resource as _;
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Config as ControllerConfig, Controller, Error as ControllerError};
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -29,11 +30,22 @@ use spark_operator_api::validation::{ValidationContext, validate_spark_applicati
 use crate::app::context::Ctx;
 use crate::app::driver_finalizer;
 use crate::app::observe::{self, DriverPod};
+use crate::app::poison;
 use crate::app::state::{self, Action as Do, Decision, DriverObservation, Transition};
 use crate::app::status;
 use crate::app::submit::{self, Submitted};
+use crate::app::watched::WatchedApp;
 use crate::metrics::Live;
 use spark_operator_runtime::error_chain::ErrorChain;
+use spark_operator_runtime::readiness::Check;
+
+/// How one scope's Controller runs.
+pub struct WatchSettings {
+    /// Applications reconciled at the same time.
+    pub concurrency: u16,
+    /// Set while the scope's watches can list.
+    pub health: Check,
+}
 
 /// Annotation on the SparkApplication: hash of the spec of its last submission (see `state::spec_hash`).
 pub const ANNOTATION_SPEC_HASH: &str = "sparkoperator.k8s.io/spec-hash";
@@ -152,8 +164,24 @@ where
     true
 }
 
-/// A reconcile: retried at once, on fresh data, when the application changed under it.
-pub async fn reconcile(app: Arc<SparkApplication>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+/// A reconcile. An application the controller cannot read is marked and left alone until it changes; a
+/// readable one is reconciled with any panic contained to it ([`contained`]).
+pub async fn reconcile(watched: Arc<WatchedApp>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    match watched.as_ref() {
+        WatchedApp::Unreadable(unreadable) => {
+            poison::mark_unreadable(unreadable, &ctx).await;
+            Ok(Action::await_change())
+        }
+        WatchedApp::Readable(app) => {
+            poison::contained(app.clone(), ctx.clone(), reconcile_readable(app.clone(), ctx)).await
+        }
+    }
+}
+
+/// A reconcile of a readable application: retried at once, on fresh data, when it changed under it.
+async fn reconcile_readable(app: Arc<SparkApplication>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    #[cfg(feature = "test-hooks")]
+    poison::injected_panic(&app);
     let started = Instant::now();
     let namespace = app.metadata.namespace.clone().unwrap_or_default();
     let name = app.metadata.name.clone().unwrap_or_default();
@@ -198,11 +226,11 @@ pub async fn reconcile(app: Arc<SparkApplication>, ctx: Arc<Ctx>) -> Result<Acti
 }
 
 /// Failed reconciles are retried soon: a conflict at once, anything else after a few seconds.
-pub fn error_policy(app: Arc<SparkApplication>, error: &Error, ctx: Arc<Ctx>) -> Action {
+pub fn error_policy(app: Arc<WatchedApp>, error: &Error, ctx: Arc<Ctx>) -> Action {
     let category = error.category();
     ctx.metrics.reconcile_error(category);
     tracing::warn!(
-        app = app.metadata.name.as_deref().unwrap_or_default(),
+        app = app.meta().name.as_deref().unwrap_or_default(),
         category = category.as_str(),
         error = %ErrorChain(error),
         "reconcile failed"
@@ -555,41 +583,130 @@ fn record_metrics(
 #[derive(Clone)]
 pub struct PodObserver {
     pub ctx: Arc<Ctx>,
-    pub apps: Store<SparkApplication>,
+    pub apps: Store<WatchedApp>,
+    /// Executor events of a relist whose driver was not known yet: judged once the relist is complete
+    /// (a list comes in no particular order).
+    pub deferred: Arc<Mutex<Vec<Arc<SparkPod>>>>,
 }
+
+/// Spark numbers executors with positive 32-bit integers.
+const MAX_EXECUTOR_ID: i64 = i32::MAX as i64;
 
 impl PodObserver {
     pub fn observe(&self, event: &watcher::Event<SparkPod>) {
         tracing::trace!(?event, "pod event");
         match event {
-            watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) => self.pod(pod, false),
-            watcher::Event::Delete(pod) => self.pod(pod, true),
-            watcher::Event::InitDone => self.sweep(),
+            watcher::Event::Apply(pod) => self.pod(pod, false, false),
+            watcher::Event::InitApply(pod) => self.pod(pod, false, true),
+            watcher::Event::Delete(pod) => self.pod(pod, true, false),
+            watcher::Event::InitDone => {
+                let deferred = std::mem::take(&mut *self.deferred.lock().unwrap_or_else(PoisonError::into_inner));
+                for pod in deferred {
+                    self.pod(&pod, false, false);
+                }
+                self.sweep()
+            }
             watcher::Event::Init => {}
         }
     }
 
-    fn pod(&self, pod: &SparkPod, deleted: bool) {
+    fn pod(&self, pod: &SparkPod, deleted: bool, relisting: bool) {
         let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
         match observe::spark_role(pod) {
-            Some(SparkRole::Driver) if !deleted => {
+            Some(SparkRole::Driver) => {
+                self.driver(pod, namespace);
                 let name = pod.metadata.name.as_deref().unwrap_or_default();
                 let exited = observe::driver_pod(pod, TerminationObserver::PodWatch)
                     .termination
                     .is_some();
-                if exited && let Ok(mut seen) = self.ctx.driver_exits.lock() {
+                if !deleted
+                    && exited
+                    && let Ok(mut seen) = self.ctx.driver_exits.lock()
+                {
                     if seen.len() > 100_000 {
                         seen.clear();
                     }
                     seen.entry(format!("{namespace}/{name}")).or_insert_with(Instant::now);
                 }
             }
-            Some(SparkRole::Executor) => self.executor(pod, namespace, deleted),
+            Some(SparkRole::Executor) => self.executor(pod, namespace, deleted, relisting),
             _ => {}
         }
     }
 
-    fn executor(&self, pod: &SparkPod, namespace: &str, deleted: bool) {
+    /// The application's uid, from the cache.
+    fn app_uid(&self, namespace: &str, app: &str) -> Option<String> {
+        self.apps
+            .get(&ObjectRef::new(app).within(namespace))
+            .and_then(|a| a.meta().uid.clone())
+    }
+
+    /// A driver pod is trusted when its application controls it: then executors owned by it count.
+    fn trusted_driver(&self, pod: &SparkPod, namespace: &str) -> Option<(String, String, String)> {
+        let app = observe::app_name(pod)?;
+        let submission = observe::submission_id(pod)?;
+        let app_uid = self.app_uid(namespace, app)?;
+        let owned = pod
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.uid == app_uid && o.controller == Some(true));
+        let uid = pod.metadata.uid.clone()?;
+        owned.then(|| (app.to_owned(), submission.to_owned(), uid))
+    }
+
+    fn driver(&self, pod: &SparkPod, namespace: &str) {
+        let Some((app, submission, uid)) = self.trusted_driver(pod, namespace) else {
+            return;
+        };
+        let Ok(mut executors) = self.ctx.executors.lock() else {
+            return;
+        };
+        let status = || self.status(namespace, &app);
+        if let Some(tracker) = executors.tracker_for(namespace, &app, &submission, status) {
+            tracker.driver_uid = Some(uid);
+        }
+    }
+
+    fn status(&self, namespace: &str, app: &str) -> Option<SparkApplicationStatus> {
+        self.apps
+            .get(&ObjectRef::new(app).within(namespace))
+            .and_then(|a| a.readable()?.status.clone())
+    }
+
+    /// Whether an executor pod is what it claims: an id Spark could have given, and owned by its
+    /// submission's driver pod (known from the driver's events, or from the cache).
+    fn trusted_executor(&self, pod: &SparkPod, namespace: &str, driver_uid: Option<&str>) -> Option<bool> {
+        let id_ok = observe::executor_pod(pod)
+            .and_then(|facts| facts.executor_id)
+            .is_some_and(|id| (1..=MAX_EXECUTOR_ID).contains(&id));
+        if !id_ok {
+            return Some(false);
+        }
+        let owners: Vec<_> = pod.metadata.owner_references.iter().flatten().collect();
+        if let Some(driver_uid) = driver_uid {
+            return Some(owners.iter().any(|o| o.uid == driver_uid));
+        }
+        // Driver not seen yet: the cache decides, when it has the owner.
+        let submission = observe::submission_id(pod);
+        for owner in owners.iter().filter(|o| o.kind == "Pod") {
+            let Some(driver) = self.ctx.cached_pod(namespace, &owner.name) else {
+                continue;
+            };
+            let trusted = self.trusted_driver(&driver, namespace);
+            if let Some((_, driver_submission, uid)) = trusted
+                && uid == owner.uid
+                && Some(driver_submission.as_str()) == submission
+            {
+                return Some(true);
+            }
+        }
+        // Unknown for now (None) or never (false).
+        None
+    }
+
+    fn executor(&self, pod: &SparkPod, namespace: &str, deleted: bool, relisting: bool) {
         let (Some(facts), Some(app)) = (observe::executor_pod(pod), observe::app_name(pod)) else {
             return;
         };
@@ -599,14 +716,38 @@ impl PodObserver {
         let Ok(mut executors) = self.ctx.executors.lock() else {
             return;
         };
-        let status = || {
-            self.apps
-                .get(&ObjectRef::new(app).within(namespace))
-                .and_then(|a| a.status.clone())
-        };
+        let status = || self.status(namespace, app);
         let Some(tracker) = executors.tracker_for(namespace, app, &submission, status) else {
             return;
         };
+        match self.trusted_executor(pod, namespace, tracker.driver_uid.as_deref()) {
+            Some(true) => {}
+            None if relisting => {
+                self.deferred
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(Arc::new(pod.clone()));
+                return;
+            }
+            _ => {
+                self.ctx.metrics.untrusted_pods.inc();
+                tracing::debug!(
+                    namespace,
+                    pod = pod.metadata.name.as_deref().unwrap_or_default(),
+                    "ignoring an executor pod not owned by its submission's driver"
+                );
+                return;
+            }
+        }
+        if tracker.driver_uid.is_none() {
+            tracker.driver_uid = pod
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .find(|o| o.kind == "Pod")
+                .map(|o| o.uid.clone());
+        }
         let before = tracker.counts().clone();
         let now = Timestamp::now();
         if deleted {
@@ -617,9 +758,9 @@ impl PodObserver {
         let after = tracker.counts();
         let m = &self.ctx.metrics;
         m.executor_success_count
-            .add(u64::try_from(after.completed - before.completed).unwrap_or(0));
+            .add(u64::try_from(after.completed.saturating_sub(before.completed)).unwrap_or(0));
         m.executor_failure_count
-            .add(u64::try_from(after.failed - before.failed).unwrap_or(0));
+            .add(u64::try_from(after.failed.saturating_sub(before.failed)).unwrap_or(0));
     }
 
     fn sweep(&self) {
@@ -640,32 +781,69 @@ pub fn pod_selector() -> String {
 }
 
 /// The application a pod belongs to.
-fn app_of(pod: SparkPod) -> Option<ObjectRef<SparkApplication>> {
+fn app_of(pod: SparkPod) -> Option<ObjectRef<WatchedApp>> {
     let namespace = pod.metadata.namespace.as_deref()?;
     observe::app_name(&pod).map(|app| ObjectRef::new(app).within(namespace))
 }
 
+/// Whether each of a scope's two watches has listed, and whether the last attempt failed: `/readyz` says
+/// not ready while either cannot list (a 403 after an RBAC change, an API server that refuses).
+#[derive(Clone)]
+struct WatchHealth {
+    check: Check,
+    listed: Arc<Mutex<[bool; 2]>>,
+}
+
+impl WatchHealth {
+    fn new(check: Check) -> Self {
+        check.set(false);
+        Self {
+            check,
+            listed: Arc::new(Mutex::new([false; 2])),
+        }
+    }
+
+    fn observe<K>(&self, watch: usize, event: &Result<watcher::Event<K>, watcher::Error>) {
+        let mut listed = self.listed.lock().unwrap_or_else(PoisonError::into_inner);
+        match event {
+            Ok(watcher::Event::InitDone) => listed[watch] = true,
+            Err(_) => listed[watch] = false,
+            Ok(_) => return,
+        }
+        self.check.set(listed.iter().all(|l| *l));
+    }
+}
+
 /// Runs one Controller over `apps` and `pods` (all namespaces, or one) until `shutdown` resolves.
+/// `health` is set while both watches can list.
 pub async fn run_controller(
-    apps: Api<SparkApplication>,
+    apps: Api<WatchedApp>,
     pods: Api<SparkPod>,
     ctx: Ctx,
-    concurrency: u16,
+    settings: WatchSettings,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let (pod_store, pod_writer) = reflector::store();
     let ctx = Arc::new(Ctx { pods: pod_store, ..ctx });
-    let controller = Controller::new(apps, watcher::Config::default())
-        .with_config(ControllerConfig::default().concurrency(concurrency));
-    let app_store = controller.store();
+    let health = WatchHealth::new(settings.health);
+    let (app_store, app_writer) = reflector::store::<WatchedApp>();
+    let app_events = reflector::reflector(app_writer, watcher(apps, watcher::Config::default()))
+        .default_backoff()
+        .inspect({
+            let health = health.clone();
+            move |event| health.observe(0, event)
+        })
+        .applied_objects();
+    let controller = Controller::for_stream(app_events, app_store.clone())
+        .with_config(ControllerConfig::default().concurrency(settings.concurrency));
     ctx.metrics.add_live_source(Box::new({
         let apps = app_store.clone();
         move || {
             let apps = apps.state();
+            let readable = || apps.iter().filter_map(|a| a.readable());
             Live {
-                apps_running: apps.iter().filter(|a| a.state() == S::Running).count() as i64,
-                executors_running: apps
-                    .iter()
+                apps_running: readable().filter(|a| a.state() == S::Running).count() as i64,
+                executors_running: readable()
                     .filter_map(|a| a.status.as_ref()?.executor_counts.as_ref())
                     .map(|c| c.running)
                     .sum(),
@@ -675,12 +853,14 @@ pub async fn run_controller(
     let observer = PodObserver {
         ctx: ctx.clone(),
         apps: app_store.clone(),
+        deferred: Arc::new(Mutex::new(Vec::new())),
     };
     let pod_events = reflector::reflector(
         pod_writer,
         watcher(pods, watcher::Config::default().labels(&pod_selector())),
     )
     .default_backoff()
+    .inspect(move |event| health.observe(1, event))
     .inspect_ok(move |event| observer.observe(event));
     // Executor trackers seed from the applications' status: follow pods once applications are cached.
     let ready = app_store.clone();
@@ -715,7 +895,8 @@ pub async fn run_controller(
 /// The application is gone: forget its executors and release its driver pods' finalizers (after a
 /// GET confirms it, so a cache lag never releases a protected driver).
 async fn release_orphans(ctx: &Ctx, namespace: &str, app: &str) {
-    let api: Api<SparkApplication> = Api::namespaced(ctx.client.clone(), namespace);
+    // Read leniently: an application that is there but unreadable still owns its drivers.
+    let api: Api<WatchedApp> = Api::namespaced(ctx.client.clone(), namespace);
     let live = match api.get_opt(app).await {
         Ok(live) => live,
         Err(error) => {
@@ -745,7 +926,7 @@ async fn release_orphans(ctx: &Ctx, namespace: &str, app: &str) {
                 .owner_references
                 .iter()
                 .flatten()
-                .any(|o| Some(&o.uid) == a.metadata.uid.as_ref())
+                .any(|o| Some(&o.uid) == a.meta().uid.as_ref())
         });
         if facts.has_finalizer
             && !owned_by_live

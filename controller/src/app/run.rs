@@ -11,16 +11,18 @@ use k8s_openapi::api::core::v1::Namespace;
 use crate::pod::SparkPod;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
-use spark_operator_api::SparkApplication;
 use spark_operator_runtime::Runtime;
 use tokio::sync::watch;
 
 use crate::app::context::{Ctx, NamespaceFilter, Settings};
 use crate::app::events::Events;
 use crate::app::executors::Executors;
-use crate::app::reconciler::run_controller;
+use crate::app::poison::Quarantine;
+use crate::app::reconciler::{WatchSettings, run_controller};
+use crate::app::watched::WatchedApp;
 use crate::config::{ControllerArgs, NamespaceScope};
 use crate::metrics::Metrics;
+use spark_operator_runtime::readiness::Readiness;
 
 /// Why the controller stopped.
 #[derive(Debug, thiserror::Error)]
@@ -63,12 +65,14 @@ pub async fn run(args: ControllerArgs, runtime: &Runtime) -> Result<(), Error> {
         // The running gauges come from this term's caches only.
         metrics.clear_live_sources();
         let (stop, stopped) = watch::channel(false);
+        let readiness = runtime.readiness();
         let controllers = reconcile_all(
             client.clone(),
             &args,
             &identity,
             settings.clone(),
             metrics.clone(),
+            readiness,
             stopped,
         );
         let mut controllers = std::pin::pin!(controllers);
@@ -76,6 +80,8 @@ pub async fn run(args: ControllerArgs, runtime: &Runtime) -> Result<(), Error> {
             _ = &mut controllers => return Ok(()),
             _ = leadership.lost() => {
                 tracing::warn!(identity, "not leading any more: reconciling stops, writes are fenced");
+                // A standby serves without watching; its readiness does not depend on the watches.
+                readiness.remove_prefixed(WATCH_CHECK);
             }
             _ = shutdown.fired() => {
                 // Finish the reconciles in flight while still leading; the runtime releases the lease
@@ -89,12 +95,16 @@ pub async fn run(args: ControllerArgs, runtime: &Runtime) -> Result<(), Error> {
 }
 
 /// Every Controller of the scope, until `stopped` flips.
+/// Prefix of the readiness checks of the watches (one per scope), dropped when a term ends.
+const WATCH_CHECK: &str = "watch ";
+
 async fn reconcile_all(
     client: kube::Client,
     args: &ControllerArgs,
     identity: &str,
     settings: Arc<Settings>,
     metrics: Arc<Metrics>,
+    readiness: &Readiness,
     stopped: watch::Receiver<bool>,
 ) {
     let base = Ctx {
@@ -106,6 +116,7 @@ async fn reconcile_all(
         pods: reflector::store::<SparkPod>().0,
         namespaces: NamespaceFilter::Watched,
         driver_exits: Arc::new(Mutex::new(HashMap::new())),
+        quarantine: Arc::new(Mutex::new(Quarantine::default())),
     };
     let stop = move || {
         let mut stopped = stopped.clone();
@@ -114,13 +125,24 @@ async fn reconcile_all(
         }
     };
     let concurrency = args.concurrency;
+    let watch = |scope: &str| WatchSettings {
+        concurrency,
+        health: readiness.register(&format!("{WATCH_CHECK}{scope}")),
+    };
     match args.namespace_scope() {
         NamespaceScope::All => {
-            run_controller(Api::all(client.clone()), Api::all(client), base, concurrency, stop()).await;
+            run_controller(
+                Api::all(client.clone()),
+                Api::all(client),
+                base,
+                watch("all namespaces"),
+                stop(),
+            )
+            .await;
         }
         NamespaceScope::List(namespaces) => {
             let controllers = namespaces.iter().map(|ns| {
-                let apps: Api<SparkApplication> = Api::namespaced(client.clone(), ns);
+                let apps: Api<WatchedApp> = Api::namespaced(client.clone(), ns);
                 let pods: Api<SparkPod> = Api::namespaced(client.clone(), ns);
                 // Each namespace has its own pod cache, so it needs its own executor trackers: a
                 // relist sweeps its trackers against its cache, and would take another namespace's
@@ -129,7 +151,7 @@ async fn reconcile_all(
                     executors: Arc::new(Mutex::new(Executors::default())),
                     ..base.clone()
                 };
-                run_controller(apps, pods, ctx, concurrency, stop())
+                run_controller(apps, pods, ctx, watch(&format!("namespace {ns}")), stop())
             });
             futures::future::join_all(controllers).await;
         }
@@ -145,7 +167,13 @@ async fn reconcile_all(
                 namespaces: NamespaceFilter::Selected(store),
                 ..base
             };
-            let controller = run_controller(Api::all(client.clone()), Api::all(client), ctx, concurrency, stop());
+            let controller = run_controller(
+                Api::all(client.clone()),
+                Api::all(client),
+                ctx,
+                watch(&format!("namespaces {selector}")),
+                stop(),
+            );
             tokio::select! {
                 _ = controller => {}
                 _ = namespaces => {}

@@ -27,6 +27,9 @@
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
+
+/// The longest requeue a decision asks for.
+pub const MAX_REQUEUE: Duration = Duration::from_secs(24 * 3600);
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use spark_operator_api::application::{RestartPolicyType, SparkApplication};
 use spark_operator_api::defaults::{
@@ -140,9 +143,11 @@ impl Decision {
     }
 
     fn requeue_in(&mut self, wait: SignedDuration) {
+        // Capped: a timer further out than that is never needed (the resync comes first), and a huge one
+        // would overflow the scheduler's clock.
         let wait = Duration::try_from(wait)
             .unwrap_or(Duration::ZERO)
-            .max(Duration::from_secs(1));
+            .clamp(Duration::from_secs(1), MAX_REQUEUE);
         self.requeue = Some(self.requeue.map_or(wait, |r| r.min(wait)));
     }
 
@@ -361,7 +366,7 @@ fn claim_submission(input: &Input<'_>, d: &mut Decision) {
     let status = &mut d.status;
     status.submission_id = input.new_submission_id.to_owned();
     status.last_submission_attempt_time = Some(seconds(input.now));
-    status.submission_attempts += 1;
+    status.submission_attempts = status.submission_attempts.saturating_add(1);
     status.driver_info = DriverInfo {
         pod_name: driver_pod_name(input.app),
         ..DriverInfo::default()
@@ -423,7 +428,7 @@ pub fn after_submit(
                 "adopted"
             };
             let message = format!("driver pod {pod} {how} for submission {id}");
-            d.status.execution_attempts += 1;
+            d.status.execution_attempts = d.status.execution_attempts.saturating_add(1);
             conditions::set(
                 &mut d.status.conditions,
                 conditions::SUBMITTED,
@@ -468,7 +473,10 @@ fn follow_driver(input: &Input<'_>, d: &mut Decision) {
     if let Some(deletion) = pod.deletion {
         // Deleted while running: its exit comes as the kubelet stops it. A pod whose node is gone never
         // reports one; after the deadline it is recorded as deleted without an exit code.
-        let give_up = deletion.deadline + SignedDuration::try_from(input.timing.deletion_slack).unwrap_or_default();
+        let give_up = later(
+            deletion.deadline,
+            SignedDuration::try_from(input.timing.deletion_slack).unwrap_or_default(),
+        );
         if input.now >= give_up {
             let record = TerminationRecord {
                 pod_name: pod.name.clone(),
@@ -487,7 +495,7 @@ fn follow_driver(input: &Input<'_>, d: &mut Decision) {
             .created_at
             .or_else(|| d.status.last_submission_attempt_time.as_ref().map(|t| t.0))
             .unwrap_or(input.now);
-        let deadline = since + SignedDuration::try_from(timeout).unwrap_or_default();
+        let deadline = later(since, SignedDuration::try_from(timeout).unwrap_or_default());
         if input.now >= deadline {
             let message = format!(
                 "the driver did not start within {}s: {}: {}",
@@ -561,7 +569,10 @@ fn driver_missing(input: &Input<'_>, d: &mut Decision) {
             .last_submission_attempt_time
             .as_ref()
             .map_or(input.now, |t| t.0);
-        let grace_end = since + SignedDuration::try_from(input.timing.driver_pod_creation_grace).unwrap_or_default();
+        let grace_end = later(
+            since,
+            SignedDuration::try_from(input.timing.driver_pod_creation_grace).unwrap_or_default(),
+        );
         if input.now < grace_end {
             d.requeue_in(grace_end.duration_since(input.now));
             return;
@@ -657,7 +668,7 @@ fn failing(input: &Input<'_>, d: &mut Decision) {
         return;
     }
     let ended = d.status.termination_time.as_ref().map_or(input.now, |t| t.0);
-    let due = ended + SignedDuration::from_secs(retry.failure_interval * i64::from(attempts.max(1)));
+    let due = later(ended, backoff(retry.failure_interval, attempts));
     if input.now < due {
         d.requeue_in(due.duration_since(input.now));
         return;
@@ -687,12 +698,23 @@ fn submission_failed(input: &Input<'_>, d: &mut Decision) {
         .last_submission_attempt_time
         .as_ref()
         .map_or(input.now, |t| t.0);
-    let due = last + SignedDuration::from_secs(retry.submission_interval * i64::from(attempts.max(1)));
+    let due = later(last, backoff(retry.submission_interval, attempts));
     if input.now < due {
         d.requeue_in(due.duration_since(input.now));
         return;
     }
     resubmit(input, d);
+}
+
+/// `at + by`, or the last representable instant: values from specs and pods (a TTL of 2^62 seconds, a
+/// creation time in year 9999) must never make time arithmetic panic.
+fn later(at: Timestamp, by: SignedDuration) -> Timestamp {
+    at.saturating_add(by).unwrap_or(Timestamp::MAX)
+}
+
+/// A linear retry delay, `interval × attempts` seconds, saturating.
+fn backoff(interval: i64, attempts: i32) -> SignedDuration {
+    SignedDuration::from_secs(interval.max(0).saturating_mul(i64::from(attempts.max(1))))
 }
 
 /// PENDING_RERUN: waits until the previous driver pod is gone, emitting events as it goes.
@@ -775,7 +797,7 @@ fn terminal(input: &Input<'_>, d: &mut Decision) {
     let (Some(ttl), Some(ended)) = (ttl, d.status.termination_time.as_ref()) else {
         return;
     };
-    let expiry = ended.0 + ttl;
+    let expiry = later(ended.0, ttl);
     if input.now >= expiry {
         d.act(Action::DeleteApplication);
     } else {

@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use spark_operator_api::SparkApplication;
 use spark_operator_api::defaults::apply_defaults;
-use spark_operator_runtime::error_chain::ErrorChain;
+use spark_operator_runtime::error_chain::{ErrorChain, kube_error};
 
 use crate::app::context::Settings;
 use crate::app::state::SubmitOutcome;
@@ -127,7 +127,10 @@ pub async fn submit(
         match apply(client, &namespace, config_map).await {
             Ok(()) => {}
             Err(Error::Create { source, kind, name, .. }) if permanent(&source) => {
-                let message = format!("the API server refused the application's {kind} {name}: {source}");
+                let message = format!(
+                    "the API server refused the application's {kind} {name}: {}",
+                    kube_error(&source)
+                );
                 return Ok(Submitted::Done(SubmitOutcome::Failed { message }));
             }
             Err(error) => return Err(error),
@@ -168,7 +171,10 @@ pub async fn submit(
             }
         }
         Err(error) if permanent(&error) => {
-            let message = format!("the API server refused the driver pod {pod_name}: {error}");
+            let message = format!(
+                "the API server refused the driver pod {pod_name}: {}",
+                kube_error(&error)
+            );
             return Ok(Submitted::Done(SubmitOutcome::Failed { message }));
         }
         Err(source) => {
@@ -198,7 +204,10 @@ pub async fn submit(
         Err(Error::Create { source, kind, name, .. }) if permanent(&source) => {
             // As spark-submit: without its objects the driver cannot run; take it back and fail.
             delete_pod(&pods, &pod_name, &namespace).await?;
-            let message = format!("the API server refused the driver's {kind} {name}: {source}");
+            let message = format!(
+                "the API server refused the driver's {kind} {name}: {}",
+                kube_error(&source)
+            );
             Ok(Submitted::Done(SubmitOutcome::Failed { message }))
         }
         Err(error) => Err(error),

@@ -499,9 +499,9 @@ fn the_application_is_the_drivers_only_controller() {
     let other = &mut template.metadata.as_mut().unwrap().owner_references.as_mut().unwrap()[0];
     other.controller = Some(true);
     let err = submit_with(&controlled, SubmissionOptions::default()).unwrap_err();
+    let err = spark_operator_runtime::error_chain::ErrorChain(&err).to_string();
     assert!(
-        err.to_string()
-            .starts_with("the driver pod cannot be decorated: spec.driver.template.metadata.ownerReferences[0]:"),
+        err.starts_with("the driver pod cannot be decorated: spec.driver.template.metadata.ownerReferences[0]:"),
         "{err}"
     );
 }
