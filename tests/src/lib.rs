@@ -178,6 +178,11 @@ pub struct Controller {
 }
 
 impl Controller {
+    /// Whether its thread still runs (a controller that panicked or returned has stopped).
+    pub fn is_running(&self) -> bool {
+        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+    }
+
     /// Stops it at once, mid-whatever, as `kill -9` would.
     pub fn kill(mut self) {
         self.stop();

@@ -786,7 +786,7 @@ fn app_of(pod: SparkPod) -> Option<ObjectRef<WatchedApp>> {
     observe::app_name(&pod).map(|app| ObjectRef::new(app).within(namespace))
 }
 
-/// Whether each of a scope's two watches has listed, and whether the last attempt failed: `/readyz` says
+/// Whether each of a scope's two watches has listed, and whether its last list failed: `/readyz` says
 /// not ready while either cannot list (a 403 after an RBAC change, an API server that refuses).
 #[derive(Clone)]
 struct WatchHealth {
@@ -805,10 +805,12 @@ impl WatchHealth {
 
     fn observe<K>(&self, watch: usize, event: &Result<watcher::Event<K>, watcher::Error>) {
         let mut listed = self.listed.lock().unwrap_or_else(PoisonError::into_inner);
+        // Only listing decides: a watch that breaks resumes on its own, and a cache that cannot list
+        // (a refused list, an API server that answers with errors) is what makes this replica blind.
         match event {
             Ok(watcher::Event::InitDone) => listed[watch] = true,
-            Err(_) => listed[watch] = false,
-            Ok(_) => return,
+            Err(watcher::Error::InitialListFailed(_)) => listed[watch] = false,
+            _ => return,
         }
         self.check.set(listed.iter().all(|l| *l));
     }

@@ -9,4 +9,5 @@ mod ha;
 mod lifecycle;
 mod namespaces;
 mod pod_gc;
+mod poison;
 mod spec_changes;
