@@ -10,6 +10,8 @@
 //!   API lookups; [`manifest`] for raw manifests (structure, unknown fields, decoding, validation).
 //! - [`quantity`], [`spark_version`]: Spark memory strings, Kubernetes quantities, Spark versions.
 //! - [`crd`]: the CustomResourceDefinitions.
+//! - [`watched`]: a SparkApplication as a watch delivers it, decoded or unreadable (one bad object never
+//!   fails a list).
 
 pub mod application;
 pub mod crd;
@@ -29,6 +31,7 @@ pub mod state;
 pub mod status;
 mod structural;
 pub mod validation;
+pub mod watched;
 
 pub use application::{SparkApplication, SparkApplicationSpec};
 pub use field::{FieldError, FieldPath, ValidationReport};

@@ -24,4 +24,3 @@ pub mod run;
 pub mod state;
 pub mod status;
 pub mod submit;
-pub mod watched;

@@ -29,7 +29,7 @@ use spark_operator_runtime::error_chain::kube_error;
 use crate::app::conditions;
 use crate::app::context::Ctx;
 use crate::app::reconciler::Error;
-use crate::app::watched::{UnreadableApp, WatchedApp};
+use spark_operator_api::watched::{UnreadableApp, WatchedApp};
 
 /// Condition type of an application the operator cannot handle.
 pub const CONDITION_INVALID: &str = "Invalid";

@@ -34,8 +34,8 @@ use crate::app::poison;
 use crate::app::state::{self, Action as Do, Decision, DriverObservation, Transition};
 use crate::app::status;
 use crate::app::submit::{self, Submitted};
-use crate::app::watched::WatchedApp;
 use crate::metrics::Live;
+use spark_operator_api::watched::WatchedApp;
 use spark_operator_runtime::error_chain::ErrorChain;
 use spark_operator_runtime::readiness::Check;
 

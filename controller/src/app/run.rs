@@ -19,9 +19,9 @@ use crate::app::events::Events;
 use crate::app::executors::Executors;
 use crate::app::poison::Quarantine;
 use crate::app::reconciler::{WatchSettings, run_controller};
-use crate::app::watched::WatchedApp;
 use crate::config::{ControllerArgs, NamespaceScope};
 use crate::metrics::Metrics;
+use spark_operator_api::watched::WatchedApp;
 use spark_operator_runtime::readiness::Readiness;
 
 /// Why the controller stopped.

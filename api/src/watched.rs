@@ -8,11 +8,11 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use crate::application::SparkApplication;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
-use spark_operator_api::SparkApplication;
 
 /// An application the controller cannot decode, with what it could read.
 #[derive(Clone, Debug)]
@@ -50,7 +50,7 @@ impl WatchedApp {
                     .cloned()
                     .and_then(|m| serde_json::from_value::<ObjectMeta>(m).ok())
                     .unwrap_or_default();
-                let reason = match spark_operator_api::manifest::decode_spark_application(&value) {
+                let reason = match crate::manifest::decode_spark_application(&value) {
                     Err(errors) if !errors.is_empty() => errors
                         .iter()
                         .take(5)
