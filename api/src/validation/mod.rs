@@ -280,7 +280,7 @@ fn check_durations(spec: &SparkApplicationSpec, path: &FieldPath, report: &mut V
     if let Some(ttl) = spec.time_to_live_seconds {
         let at = path.child("timeToLiveSeconds");
         check_seconds(ttl, bounds::MIN_TTL_SECONDS, &at, report);
-        if ttl <= 0 && ttl >= bounds::MIN_TTL_SECONDS {
+        if (bounds::MIN_TTL_SECONDS..=0).contains(&ttl) {
             report.warning(
                 at,
                 format!(
