@@ -55,8 +55,9 @@ pub struct SparkApplicationSpec {
     /// Image of the driver and executors.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
-    /// Pull policy of the image.
+    /// Pull policy of the image: Always, IfNotPresent or Never.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = crate::bounds::IMAGE_PULL_POLICIES))]
     pub image_pull_policy: Option<String>,
     /// Names of image pull secrets.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -101,9 +102,11 @@ pub struct SparkApplicationSpec {
     pub node_selector: BTreeMap<String, String>,
     /// Legacy, unused: see restartPolicy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub failure_retries: Option<i32>,
     /// Legacy, unused: see restartPolicy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = crate::bounds::MAX_SECONDS))]
     pub retry_interval: Option<i64>,
     /// Major Python version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -117,8 +120,9 @@ pub struct SparkApplicationSpec {
     /// Batch scheduler: volcano, yunikorn or a scheduler name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch_scheduler: Option<String>,
-    /// Seconds to keep the application after it terminates.
+    /// Seconds to keep the application after it terminates; 0 or less: delete it as soon as it ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = crate::bounds::MIN_TTL_SECONDS, max = crate::bounds::MAX_SECONDS))]
     pub time_to_live_seconds: Option<i64>,
     /// Batch scheduler options.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -188,11 +192,11 @@ pub struct RestartPolicy {
     pub on_failure_retries: Option<i32>,
     /// Seconds between resubmissions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = crate::bounds::MAX_SECONDS))]
     pub on_submission_failure_retry_interval: Option<i64>,
     /// Seconds between reruns.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 1, max = crate::bounds::MAX_SECONDS))]
     pub on_failure_retry_interval: Option<i64>,
 }
 
@@ -331,12 +335,15 @@ pub const DEFAULT_UI_SERVICE_PORT_NAME: &str = "spark-driver-ui-port";
 pub struct SparkUiConfiguration {
     /// Service port; default spark.ui.port or 4040.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 65535))]
     pub service_port: Option<i32>,
     /// Service port name; default spark-driver-ui-port.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 63))]
     pub service_port_name: Option<String>,
     /// Service type; default ClusterIP.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = crate::bounds::SERVICE_TYPES))]
     pub service_type: Option<String>,
     /// Service annotations.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -358,12 +365,14 @@ pub struct SparkUiConfiguration {
 pub struct DriverIngressConfiguration {
     /// Service port; required and unique.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 65535))]
     pub service_port: Option<i32>,
     /// Service port name; default driver-ing-<port>.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_port_name: Option<String>,
     /// Service type; default ClusterIP.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = crate::bounds::SERVICE_TYPES))]
     pub service_type: Option<String>,
     /// Service annotations.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -391,18 +400,22 @@ pub struct DynamicAllocation {
     pub enabled: bool,
     /// Executors to start with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub initial_executors: Option<i32>,
     /// Lower bound of executors.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub min_executors: Option<i32>,
     /// Upper bound of executors.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub max_executors: Option<i32>,
     /// Track shuffle files instead of using a shuffle service; default true.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shuffle_tracking_enabled: Option<bool>,
     /// Milliseconds to keep executors holding shuffle data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub shuffle_tracking_timeout: Option<i64>,
 }
 

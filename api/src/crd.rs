@@ -49,6 +49,14 @@ fn tidy(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
 fn strip(schema: &mut Value) {
     let Some(node) = schema.as_object_mut() else { return };
     node.remove("default");
+    // The API server does not enforce `format: int32`: without explicit bounds it stores 3000000000,
+    // which the controller then cannot decode.
+    if node.get("type").and_then(Value::as_str) == Some("integer")
+        && node.get("format").and_then(Value::as_str) == Some("int32")
+    {
+        node.entry("minimum").or_insert(Value::from(crate::bounds::MIN_INT32));
+        node.entry("maximum").or_insert(Value::from(crate::bounds::MAX_INT32));
+    }
     if let Some(Value::Array(values)) = node.get_mut("enum") {
         values.retain(|v| !v.is_null());
     }

@@ -9,11 +9,13 @@
 //! - [`validation`]: every problem of an object, with field paths; [`ownership`] for the check that needs
 //!   API lookups; [`manifest`] for raw manifests (structure, unknown fields, decoding, validation).
 //! - [`quantity`], [`spark_version`]: Spark memory strings, Kubernetes quantities, Spark versions.
-//! - [`crd`]: the CustomResourceDefinitions.
+//! - [`crd`]: the CustomResourceDefinitions; [`bounds`]: the bounds of user-set values they share with
+//!   validation.
 //! - [`watched`]: a SparkApplication as a watch delivers it, decoded or unreadable (one bad object never
 //!   fails a list).
 
 pub mod application;
+pub mod bounds;
 pub mod crd;
 pub mod decoration;
 pub mod defaults;

@@ -156,14 +156,45 @@ fn decode<T: DeserializeOwned>(value: &Value, kind: ObjectKind) -> Result<T, Vec
 }
 
 fn decode_error(error: serde_path_to_error::Error<serde_json::Error>) -> FieldError {
-    let rendered = error.path().to_string();
-    let path = if rendered == "." {
-        FieldPath::root()
-    } else {
-        FieldPath::new(&rendered)
-    };
+    use serde_path_to_error::Segment;
+    // Rendered as our paths are: map keys in brackets (serde_path_to_error would join them with dots).
+    // Only objects with named fields are structs here; any other map is a string-keyed map.
+    let mut path = FieldPath::root();
+    let mut in_map = false;
+    for segment in error.path().iter() {
+        match segment {
+            Segment::Seq { index } => path = path.index(*index),
+            Segment::Map { key } if in_map => path = path.key(key),
+            Segment::Map { key } => {
+                in_map = MAP_FIELDS.contains(&key.as_str());
+                path = path.child(key);
+                continue;
+            }
+            Segment::Enum { variant } => path = path.child(variant),
+            Segment::Unknown => path = path.child("?"),
+        }
+        in_map = false;
+    }
     FieldError::new(path, error.into_inner().to_string())
 }
+
+/// Fields whose values are string-keyed maps, so the next path segment is a key.
+const MAP_FIELDS: [&str; 14] = [
+    "sparkConf",
+    "hadoopConf",
+    "nodeSelector",
+    "labels",
+    "annotations",
+    "envVars",
+    "envSecretKeyRefs",
+    "serviceAnnotations",
+    "serviceLabels",
+    "ingressAnnotations",
+    "resources",
+    "limits",
+    "requests",
+    "data",
+];
 
 /// Decodes a SparkApplication, reporting every structural problem with its path when it does not decode.
 pub fn decode_spark_application(value: &Value) -> Result<SparkApplication, Vec<FieldError>> {
@@ -174,6 +205,15 @@ pub fn decode_spark_application(value: &Value) -> Result<SparkApplication, Vec<F
 /// decode.
 pub fn decode_scheduled_spark_application(value: &Value) -> Result<ScheduledSparkApplication, Vec<FieldError>> {
     decode(value, ObjectKind::ScheduledSparkApplication)
+}
+
+/// `path` is `within` itself or a field, item or entry below it.
+fn path_is_within(path: &FieldPath, within: &FieldPath) -> bool {
+    let (path, within) = (path.as_str(), within.as_str());
+    within.is_empty()
+        || path
+            .strip_prefix(within)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
 }
 
 /// Checks one manifest completely. `Ok(None)` when it is not one of our kinds.
@@ -203,22 +243,38 @@ pub fn check_manifest(value: &Value, context: &ValidationContext<'_>) -> Result<
     let unknown_fields = findings.unknown;
     let structurally_sound = findings.errors.is_empty();
     report.errors.extend(findings.errors);
-    // Drop the values that are structurally wrong, so the rest of the object still gets checked and all
-    // problems are reported in one run. A missing required field may still keep it from decoding.
+    // Drop the values that are structurally wrong and put placeholders into the required fields that are
+    // now missing, so the rest of the object still decodes and gets checked: every problem is reported in
+    // one run. What validation says about a placeholder was already said by the structural check.
+    let mut reported: Vec<FieldPath> = Vec::new();
     for pointer in &findings.bad_values {
         if let Some(bad) = value.pointer_mut(pointer) {
             *bad = Value::Null;
         }
     }
+    reported.extend(findings.bad_paths);
+    reported.extend(structural::fill_required(&mut value, schema_of(kind)));
+    // Also covered: a list item holding a bad value (a volume whose only source was wrong has none left).
+    let covered = |path: &FieldPath| {
+        reported
+            .iter()
+            .any(|r| path_is_within(path, r) || (path.as_str().ends_with(']') && path != r && path_is_within(r, path)))
+    };
+    let keep_new = |mut extra: ValidationReport, report: &mut ValidationReport| {
+        extra.errors.retain(|e| !covered(&e.path));
+        extra.warnings.retain(|w| !covered(&w.path));
+        report.extend(extra);
+    };
     let object = match kind {
         ObjectKind::SparkApplication => match serde_path_to_error::deserialize::<_, SparkApplication>(&value) {
             Ok(app) => {
-                report.extend(validate_spark_application(&app, context));
+                keep_new(validate_spark_application(&app, context), &mut report);
                 Some(DecodedObject::SparkApplication(Box::new(app)))
             }
             Err(error) => {
-                if structurally_sound {
-                    report.errors.push(decode_error(error));
+                let error = decode_error(error);
+                if !covered(&error.path) {
+                    report.errors.push(error);
                 }
                 None
             }
@@ -226,12 +282,13 @@ pub fn check_manifest(value: &Value, context: &ValidationContext<'_>) -> Result<
         ObjectKind::ScheduledSparkApplication => {
             match serde_path_to_error::deserialize::<_, ScheduledSparkApplication>(&value) {
                 Ok(app) => {
-                    report.extend(validate_scheduled_spark_application(&app, context));
+                    keep_new(validate_scheduled_spark_application(&app, context), &mut report);
                     Some(DecodedObject::ScheduledSparkApplication(Box::new(app)))
                 }
                 Err(error) => {
-                    if structurally_sound {
-                        report.errors.push(decode_error(error));
+                    let error = decode_error(error);
+                    if !covered(&error.path) {
+                        report.errors.push(error);
                     }
                     None
                 }

@@ -109,6 +109,7 @@ pub struct SparkPodSpec {
     pub dns_config: Option<PodDNSConfig>,
     /// Pod termination grace period.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub termination_grace_period_seconds: Option<i64>,
     /// Service account of the pod.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -130,7 +131,11 @@ pub struct DriverSpec {
     pub pod: SparkPodSpec,
     /// Driver pod name (default <app>-driver); a DNS-1123 subdomain.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"))]
+    // Anchored: the API server matches a pattern anywhere in the value, so an unanchored one checks nothing.
+    #[schemars(
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"),
+        length(max = 253)
+    )]
     pub pod_name: Option<String>,
     /// CPU request (a Kubernetes quantity); spark.kubernetes.driver.request.cores.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -228,8 +233,13 @@ pub struct NameKey {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Port {
+    /// An IANA service name: at most 15 lower-case letters, digits and '-'.
+    #[schemars(length(max = 15))]
     pub name: String,
+    /// TCP, UDP or SCTP.
+    #[schemars(extend("enum" = crate::bounds::PROTOCOLS))]
     pub protocol: String,
+    #[schemars(range(min = 1, max = 65535))]
     pub container_port: i32,
 }
 
@@ -239,5 +249,6 @@ pub struct GpuSpec {
     /// Resource name, e.g. nvidia.com/gpu.
     pub name: String,
     /// Number of GPUs.
+    #[schemars(range(min = 1, max = crate::bounds::MAX_INT32))]
     pub quantity: i64,
 }

@@ -38,6 +38,8 @@ pub(crate) struct Findings {
     /// JSON pointers of the values the errors are about (not of missing required fields), so a caller
     /// can drop them and still check the rest of the object.
     pub bad_values: Vec<String>,
+    /// The field paths of the same values.
+    pub bad_paths: Vec<FieldPath>,
 }
 
 /// Where the walk is: the rendered field path and the JSON pointer of the same value.
@@ -78,6 +80,7 @@ impl Findings {
     fn bad(&mut self, at: &At, message: String) {
         self.errors.push(FieldError::new(at.path.clone(), message));
         self.bad_values.push(at.pointer.clone());
+        self.bad_paths.push(at.path.clone());
     }
 }
 
@@ -216,6 +219,7 @@ fn walk_alternatives(value: &Value, branches: &[Value], at: &At, scope: Scope, f
     if let Some(best) = best {
         findings.errors.extend(best.errors);
         findings.bad_values.extend(best.bad_values);
+        findings.bad_paths.extend(best.bad_paths);
         findings.unknown.extend(best.unknown);
     }
 }
@@ -304,6 +308,96 @@ fn check_integer(value: &Value, node: &Map<String, Value>, at: &At, findings: &m
         && (number as f64) > maximum
     {
         findings.bad(at, format!("must be at most {maximum}, got {number}"));
+    }
+}
+
+/// Puts a placeholder into every required field that is missing (or was nulled because its value was
+/// wrong), so that the object still decodes and the rest of it gets validated: the first allowed value of
+/// an enum, the minimum of a number, an empty string, list or object (filled in turn). Returns the paths
+/// of the placeholders: the caller has already reported these fields and drops what validation says about
+/// them. Pod templates are left alone (their required fields are Spark's to fill in).
+pub(crate) fn fill_required(value: &mut Value, schema: &Value) -> Vec<FieldPath> {
+    let mut filled = Vec::new();
+    fill(value, schema, &FieldPath::root(), 0, &mut filled);
+    filled
+}
+
+// Schemas nest only as deep as the types do; the bound keeps a recursive schema from looping.
+const MAX_FILL_DEPTH: usize = 64;
+
+fn fill(value: &mut Value, schema: &Value, path: &FieldPath, depth: usize, filled: &mut Vec<FieldPath>) {
+    let Some(node) = schema.as_object() else { return };
+    if depth > MAX_FILL_DEPTH {
+        return;
+    }
+    if let Some(full) = node.get(FULL_SCHEMA_KEY) {
+        if node.get(PARTIAL_KEY) != Some(&Value::Bool(true)) {
+            fill(value, full, path, depth + 1, filled);
+        }
+        return;
+    }
+    for sub in node.get("allOf").and_then(Value::as_array).into_iter().flatten() {
+        fill(value, sub, path, depth + 1, filled);
+    }
+    match value {
+        Value::Object(object) => {
+            let properties = node.get("properties").and_then(Value::as_object);
+            for required in node
+                .get("required")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+            {
+                if object.get(required).is_none_or(Value::is_null)
+                    && let Some(child) = properties.and_then(|p| p.get(required))
+                {
+                    object.insert(required.to_owned(), placeholder(child));
+                    filled.push(path.child(required));
+                }
+            }
+            for (key, child) in object.iter_mut() {
+                if let Some(child_schema) = properties.and_then(|p| p.get(key)) {
+                    fill(child, child_schema, &path.child(key), depth + 1, filled);
+                } else if let Some(additional @ Value::Object(_)) = node.get("additionalProperties") {
+                    fill(child, additional, &path.key(key), depth + 1, filled);
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = node.get("items") {
+                for (index, item) in items.iter_mut().enumerate() {
+                    fill(item, item_schema, &path.index(index), depth + 1, filled);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn placeholder(schema: &Value) -> Value {
+    let node = schema.as_object();
+    let node_type = node.and_then(schema_type);
+    let first_enum = node
+        .and_then(|n| n.get("enum"))
+        .and_then(Value::as_array)
+        .and_then(|values| values.iter().find(|v| !v.is_null()).cloned());
+    if let Some(value) = first_enum {
+        return value;
+    }
+    let full = node.and_then(|n| n.get(FULL_SCHEMA_KEY));
+    match (node_type, full) {
+        (_, Some(full)) => placeholder(full),
+        (Some("string"), _) => Value::from(""),
+        (Some("integer"), _) => {
+            let minimum = node.and_then(|n| n.get("minimum")).and_then(Value::as_f64);
+            // Bounds come from i32/i64 constants: the cast is exact.
+            Value::from(minimum.map_or(0, |m| m as i64))
+        }
+        (Some("number"), _) => Value::from(0),
+        (Some("boolean"), _) => Value::Bool(false),
+        (Some("array"), _) => Value::Array(Vec::new()),
+        _ => Value::Object(Map::new()),
     }
 }
 

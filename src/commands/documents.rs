@@ -1,9 +1,14 @@
 //! Reading manifests the way `kubectl apply -f` does: files or directories (their `.yaml`, `.yml` and
 //! `.json` files), or `-` for standard input; several YAML documents or JSON values per file; `List`
 //! objects expanded into their items.
+//!
+//! Inputs are bounded before any parsing: at most [`MAX_INPUT_BYTES`] per file, and at most
+//! [`MAX_NESTING_DEPTH`] levels of nesting, found by a linear byte scan (a YAML or JSON parser can take
+//! quadratic time on deeply nested input before its own limit applies). A file that is not text gets a
+//! reason (binary, not UTF-8, the I/O error).
 
 use std::io::{self, Read};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -26,7 +31,26 @@ pub enum DocumentError {
     },
     #[error("value {index} is not valid JSON: {message}")]
     Json { index: usize, message: String },
+    #[error(
+        "is larger than {MAX_INPUT_BYTES} bytes (the API server's request limit): no manifest is this large; split the file"
+    )]
+    TooLarge,
+    #[error(
+        "nesting is deeper than {MAX_NESTING_DEPTH} levels at line {line}: refused before parsing (no Kubernetes object nests this deep)"
+    )]
+    TooDeep { line: usize },
+    #[error("is a binary file (a NUL byte at offset {offset}), not a YAML or JSON manifest")]
+    Binary { offset: usize },
+    #[error("is not UTF-8 text (an invalid byte at offset {offset}): save it as UTF-8")]
+    NotUtf8 { offset: usize },
 }
+
+/// The largest input read: kube-apiserver's limit on a request body (3 MiB), so nothing larger could be
+/// applied anyway.
+pub const MAX_INPUT_BYTES: usize = 3 * 1024 * 1024;
+/// The deepest nesting accepted. The deepest field of a SparkApplication (a pod template's affinity
+/// match expressions) is about 15 levels down; 64 leaves room for any real manifest.
+pub const MAX_NESTING_DEPTH: usize = 64;
 
 /// A file to read, or standard input.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -86,23 +110,98 @@ pub fn expand(paths: &[PathBuf]) -> Result<Vec<Source>, DocumentError> {
     Ok(sources)
 }
 
-/// Reads a source's text.
+/// Reads a source's text: at most [`MAX_INPUT_BYTES`], and text only.
 pub fn read(source: &Source, stdin: &mut impl Read) -> Result<String, DocumentError> {
-    match source {
-        Source::File(path) => read_file(path),
-        Source::Stdin => {
-            let mut text = String::new();
-            stdin.read_to_string(&mut text).map_err(DocumentError::Stdin)?;
-            Ok(text)
+    let bytes = match source {
+        Source::File(path) => {
+            let read_error = |source| DocumentError::Read {
+                path: path.clone(),
+                source,
+            };
+            let file = std::fs::File::open(path).map_err(read_error)?;
+            read_bounded(file).map_err(read_error)?
         }
-    }
+        Source::Stdin => read_bounded(stdin).map_err(DocumentError::Stdin)?,
+    };
+    text_of(bytes)
 }
 
-fn read_file(path: &Path) -> Result<String, DocumentError> {
-    std::fs::read_to_string(path).map_err(|source| DocumentError::Read {
-        path: path.to_owned(),
-        source,
+/// Reads one byte more than the limit, so a larger input is recognised without reading all of it.
+fn read_bounded(reader: impl Read) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    reader.take(MAX_INPUT_BYTES as u64 + 1).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+fn text_of(bytes: Vec<u8>) -> Result<String, DocumentError> {
+    if bytes.len() > MAX_INPUT_BYTES {
+        return Err(DocumentError::TooLarge);
+    }
+    if let Some(offset) = bytes.iter().position(|b| *b == 0) {
+        return Err(DocumentError::Binary { offset });
+    }
+    String::from_utf8(bytes).map_err(|error| DocumentError::NotUtf8 {
+        offset: error.utf8_error().valid_up_to(),
     })
+}
+
+/// Finds nesting deeper than [`MAX_NESTING_DEPTH`] in one pass over the bytes, without parsing: JSON and
+/// YAML flow brackets outside quoted strings and comments, plus YAML block levels (each deeper indentation
+/// and each `- ` that opens a list item on a line).
+pub fn check_nesting(text: &str) -> Result<(), DocumentError> {
+    let mut flow: usize = 0;
+    // Indentations of the open block levels.
+    let mut indents: Vec<usize> = Vec::new();
+    for (number, line) in text.lines().enumerate() {
+        let too_deep = || DocumentError::TooDeep { line: number + 1 };
+        let bytes = line.as_bytes();
+        let indent = bytes.iter().take_while(|b| **b == b' ').count();
+        let rest = &bytes[indent..];
+        let blank = rest.is_empty() || rest[0] == b'#';
+        if flow == 0 && !blank {
+            while indents.last().is_some_and(|last| *last >= indent) {
+                indents.pop();
+            }
+            indents.push(indent);
+            let mut dashes = 0;
+            let mut at = 0;
+            while rest.get(at) == Some(&b'-') && matches!(rest.get(at + 1), Some(b' ') | None) {
+                dashes += 1;
+                at += 2;
+                while rest.get(at) == Some(&b' ') {
+                    at += 1;
+                }
+            }
+            if indents.len() + dashes > MAX_NESTING_DEPTH {
+                return Err(too_deep());
+            }
+        }
+        let mut quote: Option<u8> = None;
+        let mut escaped = false;
+        for (index, byte) in bytes.iter().enumerate() {
+            match quote {
+                Some(b'"') if escaped => escaped = false,
+                Some(b'"') if *byte == b'\\' => escaped = true,
+                Some(open) if *byte == open => quote = None,
+                Some(_) => {}
+                None => match byte {
+                    b'"' | b'\'' => quote = Some(*byte),
+                    b'#' if index == 0 || bytes[index - 1] == b' ' => break,
+                    b'[' | b'{' => {
+                        flow += 1;
+                        if flow + indents.len() > MAX_NESTING_DEPTH {
+                            return Err(too_deep());
+                        }
+                    }
+                    b']' | b'}' => flow = flow.saturating_sub(1),
+                    _ => {}
+                },
+            }
+        }
+        // A YAML single-quoted or plain scalar ends with its line inside flow collections only when
+        // closed; a JSON string never spans lines. Either way an open quote does not carry over.
+    }
+    Ok(())
 }
 
 /// Looks like `{IMAGE_REGISTRY}`: a template placeholder, which is not YAML.
@@ -120,6 +219,7 @@ fn has_placeholder(text: &str) -> bool {
 /// The documents of a source's text, JSON when it starts like JSON, YAML otherwise; empty documents are
 /// skipped and `List` objects expanded. Documents after a syntax error cannot be read.
 pub fn parse(text: &str) -> Result<Vec<Document>, DocumentError> {
+    check_nesting(text)?;
     let values = if text.trim_start().starts_with(['{', '[']) {
         let mut values = Vec::new();
         for (index, value) in serde_json::Deserializer::from_str(text)
@@ -197,6 +297,53 @@ mod tests {
         assert!(error.contains("placeholders"), "{error}");
         let plain = parse("a: [1\n").unwrap_err().to_string();
         assert!(!plain.contains("placeholders"), "{plain}");
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_by_the_scan_before_parsing() {
+        // A few hundred KB, under the size cap: refused by the depth limit, not by a parser.
+        let brackets = format!("{}{}", "[".repeat(150_000), "]".repeat(150_000));
+        assert!(brackets.len() < MAX_INPUT_BYTES);
+        assert!(matches!(
+            check_nesting(&brackets),
+            Err(DocumentError::TooDeep { line: 1 })
+        ));
+        let error = parse(&brackets).unwrap_err().to_string();
+        assert!(error.contains("nesting is deeper than 64 levels"), "{error}");
+        assert!(error.contains("refused before parsing"), "{error}");
+        let mut block = String::new();
+        for depth in 0..100 {
+            block.push_str(&format!("{}k{depth}:\n", "  ".repeat(depth)));
+        }
+        assert!(matches!(parse(&block), Err(DocumentError::TooDeep { line: 65 })));
+        let dashes = format!("{}x\n", "- ".repeat(80));
+        assert!(matches!(parse(&dashes), Err(DocumentError::TooDeep { .. })));
+        // Brackets inside strings and comments do not count.
+        let quoted = format!(
+            "a: \"{}\"\nb: '{}' # {}\n",
+            "[".repeat(100),
+            "{".repeat(100),
+            "[".repeat(100)
+        );
+        assert!(parse(&quoted).is_ok());
+    }
+
+    #[test]
+    fn unreadable_inputs_say_why() {
+        assert!(matches!(
+            text_of(vec![b'a', 0, b'b']),
+            Err(DocumentError::Binary { offset: 1 })
+        ));
+        assert!(matches!(
+            text_of(b"name: caf\xe9\n".to_vec()),
+            Err(DocumentError::NotUtf8 { offset: 9 })
+        ));
+        assert!(matches!(
+            text_of(vec![b' '; MAX_INPUT_BYTES + 1]),
+            Err(DocumentError::TooLarge)
+        ));
+        let mut big = std::io::repeat(b' ').take(10 * MAX_INPUT_BYTES as u64);
+        assert!(matches!(read(&Source::Stdin, &mut big), Err(DocumentError::TooLarge)));
     }
 
     #[test]

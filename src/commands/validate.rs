@@ -13,6 +13,34 @@ use spark_operator_runtime::error_chain::ErrorChain;
 
 use super::documents::{self, Document};
 
+/// Writes one line with control characters escaped: names, keys and values come from the manifest, and
+/// a raw escape sequence would drive the user's terminal.
+macro_rules! emit {
+    ($out:expr, $($arg:tt)*) => {
+        writeln!($out, "{}", escape_controls(&format!($($arg)*)))
+    };
+}
+
+/// `text` with control characters (and Unicode's bidirectional overrides, which reorder what is shown)
+/// replaced by their `\u{..}` escapes.
+pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    let hidden = |c: char| c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+    if !text.chars().any(hidden) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    std::borrow::Cow::Owned(
+        text.chars()
+            .map(|c| {
+                if hidden(c) {
+                    c.escape_unicode().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect(),
+    )
+}
+
 #[derive(Debug, clap::Args)]
 pub struct ValidateArgs {
     /// Manifests to check: files, directories (their .yaml, .yml and .json files), or - for standard input.
@@ -93,7 +121,7 @@ fn check_document(
         }
         Err(error) => {
             summary.unreadable += 1;
-            return writeln!(
+            return emit!(
                 out,
                 "{source}: document {}: error: {}",
                 document.index,
@@ -104,13 +132,13 @@ fn check_document(
     summary.objects += 1;
     let label = object_label(&check, document);
     for error in &check.report.errors {
-        writeln!(out, "{source}: {label}: error: {error}")?;
+        emit!(out, "{source}: {label}: error: {error}")?;
     }
     for warning in &check.report.warnings {
-        writeln!(out, "{source}: {label}: warning: {warning}")?;
+        emit!(out, "{source}: {label}: warning: {warning}")?;
     }
     for unknown in &check.unknown_fields {
-        writeln!(
+        emit!(
             out,
             "{source}: {label}: warning: {}: {}",
             unknown.path,
@@ -119,7 +147,7 @@ fn check_document(
     }
     summary.warnings += check.report.warnings.len() + check.unknown_fields.len();
     if check.report.errors.is_empty() {
-        writeln!(out, "{source}: {label}: valid")?;
+        emit!(out, "{source}: {label}: valid")?;
     } else {
         summary.invalid_objects += 1;
     }
@@ -136,7 +164,7 @@ pub fn check_all(args: &ValidateArgs, mut stdin: impl Read, out: &mut impl Write
         Ok(sources) => sources,
         Err(error) => {
             summary.unreadable += 1;
-            writeln!(out, "error: {}", ErrorChain(&error))?;
+            emit!(out, "error: {}", ErrorChain(&error))?;
             return Ok(summary);
         }
     };
@@ -152,11 +180,11 @@ pub fn check_all(args: &ValidateArgs, mut stdin: impl Read, out: &mut impl Write
             Err(error) => {
                 summary.unreadable += 1;
                 // The cause (no such file, permission denied) is what the user acts on.
-                writeln!(out, "{name}: error: {}", ErrorChain(&error))?;
+                emit!(out, "{name}: error: {}", ErrorChain(&error))?;
             }
         }
     }
-    writeln!(out, "{summary}")?;
+    emit!(out, "{summary}")?;
     Ok(summary)
 }
 
@@ -256,6 +284,15 @@ mod tests {
             output.contains(&format!("could not read /nonexistent/app.yaml: {not_found}")),
             "{output}"
         );
+    }
+
+    #[test]
+    fn control_characters_are_escaped() {
+        let stdin = "apiVersion: sparkoperator.k8s.io/v1beta2\nkind: SparkApplication\nmetadata: {name: \"a\\e[31mred\\u202e\"}\nspec: {}\n";
+        let (summary, output) = validate(vec![PathBuf::from("-")], stdin);
+        assert!(summary.failed());
+        assert!(!output.contains('\u{1b}') && !output.contains('\u{202e}'), "{output}");
+        assert!(output.contains("a\\u{1b}[31mred\\u{202e}"), "{output}");
     }
 
     #[test]

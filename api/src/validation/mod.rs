@@ -8,6 +8,7 @@
 //! Structural problems (wrong types, unknown fields, embedded core/v1 objects that do not decode) are
 //! found earlier, on the raw manifest: see [`crate::manifest`].
 
+mod kube;
 mod names;
 mod pod;
 mod schedule;
@@ -18,10 +19,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::application::{SparkApplication, SparkApplicationSpec};
+use crate::bounds;
 use crate::field::{FieldPath, ValidationReport};
 use crate::scheduled::ScheduledSparkApplication;
 use crate::spark_version::SparkVersion;
 
+pub use kube::image_reference_problem;
 pub use names::{dns1035_label, dns1123_subdomain, label_key, label_value};
 pub use schedule::check_schedule;
 pub use spark_conf::{DENIED_SPARK_CONF_KEYS, NAMESPACE_KEY};
@@ -151,6 +154,7 @@ fn check_spec(spec: &SparkApplicationSpec, namespace: Option<&str>, path: &Field
     }
 
     spark_conf::check_spark_conf(&spec.spark_conf, namespace, &path.child("sparkConf"), report);
+    spark_conf::warn_credentials(&spec.hadoop_conf, &path.child("hadoopConf"), report);
     spark_conf::check_executor_counts(spec, path, report);
     check_restart_policy(spec, &path.child("restartPolicy"), report);
     check_driver_ingress_options(spec, &path.child("driverIngressOptions"), report);
@@ -180,12 +184,38 @@ fn check_spec(spec: &SparkApplicationSpec, namespace: Option<&str>, path: &Field
     );
     pod::check_ports(&spec.executor.ports, &executor_path.child("ports"), report);
 
-    if let Some(factor) = spec.memory_overhead_factor.as_deref()
-        && !factor.trim().parse::<f64>().is_ok_and(|f| f.is_finite() && f > 0.0)
+    if let Some(factor) = spec.memory_overhead_factor.as_deref() {
+        spark_conf::check_overhead_factor(factor, &path.child("memoryOverheadFactor"), report);
+    }
+    check_images(spec, path, report);
+    kube::check_volumes(&spec.volumes, &path.child("volumes"), report);
+    check_durations(spec, path, report);
+    check_ui_options(spec, path, report);
+    if let Some(master) = spec.driver.kubernetes_master.as_deref() {
+        report.warning(
+            driver_path.child("kubernetesMaster"),
+            format!(
+                "the driver will talk to the API server at {master:?} instead of the in-cluster address (https://kubernetes.default.svc): kept for Kubeflow compatibility; remove it unless the driver cannot reach the API server in-cluster"
+            ),
+        );
+    }
+    for (role, class) in [
+        ("driver", spec.driver.priority_class_name.as_deref()),
+        ("executor", spec.executor.priority_class_name.as_deref()),
+    ] {
+        if let Some(class) = class {
+            kube::check_subdomain_name(class, &path.child(role).child("priorityClassName"), report);
+        }
+    }
+    if let Some(timeout) = spec
+        .dynamic_allocation
+        .as_ref()
+        .and_then(|d| d.shuffle_tracking_timeout)
+        && timeout < 0
     {
         report.error(
-            path.child("memoryOverheadFactor"),
-            format!("{factor:?} is not a positive number: use e.g. 0.1 or 0.4"),
+            path.child("dynamicAllocation").child("shuffleTrackingTimeout"),
+            format!("must not be negative, got {timeout}"),
         );
     }
     if let Some(prometheus) = spec.monitoring.as_ref().and_then(|m| m.prometheus.as_ref()) {
@@ -208,6 +238,98 @@ fn check_spec(spec: &SparkApplicationSpec, namespace: Option<&str>, path: &Field
             &path.child("batchSchedulerOptions").child("resources"),
             report,
         );
+    }
+}
+
+fn check_images(spec: &SparkApplicationSpec, path: &FieldPath, report: &mut ValidationReport) {
+    if let Some(image) = spec.image.as_deref() {
+        kube::check_image(image, &path.child("image"), report);
+    }
+    if let Some(policy) = spec.image_pull_policy.as_deref() {
+        kube::check_image_pull_policy(policy, &path.child("imagePullPolicy"), report);
+    }
+    for (index, secret) in spec.image_pull_secrets.iter().enumerate() {
+        kube::check_subdomain_name(secret, &path.child("imagePullSecrets").index(index), report);
+    }
+    for (field, name) in [
+        ("sparkConfigMap", spec.spark_config_map.as_deref()),
+        ("hadoopConfigMap", spec.hadoop_config_map.as_deref()),
+    ] {
+        if let Some(name) = name {
+            kube::check_subdomain_name(name, &path.child(field), report);
+        }
+    }
+}
+
+/// A count of seconds within [`bounds::MAX_SECONDS`] (so adding it to a clock cannot overflow).
+fn check_seconds(value: i64, min: i64, path: &FieldPath, report: &mut ValidationReport) {
+    if value < min {
+        report.error(path.clone(), format!("must be at least {min}, got {value}"));
+    } else if value > bounds::MAX_SECONDS {
+        report.error(
+            path.clone(),
+            format!(
+                "must be at most {} seconds (68 years), got {value}",
+                bounds::MAX_SECONDS
+            ),
+        );
+    }
+}
+
+fn check_durations(spec: &SparkApplicationSpec, path: &FieldPath, report: &mut ValidationReport) {
+    if let Some(ttl) = spec.time_to_live_seconds {
+        let at = path.child("timeToLiveSeconds");
+        check_seconds(ttl, bounds::MIN_TTL_SECONDS, &at, report);
+        if (bounds::MIN_TTL_SECONDS..=0).contains(&ttl) {
+            report.warning(
+                at,
+                format!(
+                    "is {ttl}: the application is deleted as soon as it ends, with its status and events (as Kubeflow does); use a positive number of seconds to keep its record"
+                ),
+            );
+        }
+    }
+    if let Some(interval) = spec.retry_interval {
+        check_seconds(interval, 1, &path.child("retryInterval"), report);
+    }
+    if let Some(retries) = spec.failure_retries
+        && retries < 0
+    {
+        report.error(
+            path.child("failureRetries"),
+            format!("must not be negative, got {retries}"),
+        );
+    }
+}
+
+fn check_ui_options(spec: &SparkApplicationSpec, path: &FieldPath, report: &mut ValidationReport) {
+    let service_type = |value: Option<&str>, at: FieldPath, report: &mut ValidationReport| {
+        if let Some(value) = value
+            && !bounds::SERVICE_TYPES.contains(&value)
+        {
+            report.error(at, kube::unsupported(value, &bounds::SERVICE_TYPES));
+        }
+    };
+    if let Some(ui) = &spec.spark_ui_options {
+        let at = path.child("sparkUIOptions");
+        if let Some(port) = ui.service_port {
+            kube::check_port_number(port, &at.child("servicePort"), report);
+        }
+        service_type(ui.service_type.as_deref(), at.child("serviceType"), report);
+        if let Some(name) = ui.service_port_name.as_deref() {
+            for problem in kube::dns1123_label_errors(name) {
+                report.error(at.child("servicePortName"), kube::invalid(name, problem));
+            }
+        }
+    }
+    for (index, option) in spec.driver_ingress_options.iter().enumerate() {
+        let at = path.child("driverIngressOptions").index(index);
+        service_type(option.service_type.as_deref(), at.child("serviceType"), report);
+        if let Some(name) = option.service_port_name.as_deref() {
+            for problem in kube::dns1123_label_errors(name) {
+                report.error(at.child("servicePortName"), kube::invalid(name, problem));
+            }
+        }
     }
 }
 
@@ -248,10 +370,8 @@ fn check_restart_policy(spec: &SparkApplicationSpec, path: &FieldPath, report: &
         ),
         ("onFailureRetryInterval", policy.on_failure_retry_interval),
     ] {
-        if let Some(value) = value
-            && value < 1
-        {
-            report.error(path.child(field), format!("must be at least 1 second, got {value}"));
+        if let Some(value) = value {
+            check_seconds(value, 1, &path.child(field), report);
         }
     }
 }

@@ -65,8 +65,155 @@ pub(super) fn check_spark_conf(
         if key == SPARK_DRIVER_POD_NAME_KEY
             && let Err(problem) = names::dns1123_subdomain(value)
         {
-            report.error(at, format!("driver pod name {problem}"));
+            report.error(at.clone(), format!("driver pod name {problem}"));
         }
+        check_controller_refusals(key, value, &at, report);
+    }
+    warn_credentials(spark_conf, path, report);
+}
+
+/// Keys the controller refuses when it builds the driver (`submission::driver_conf`), refused here first.
+const SET_BY_SPARK: [&str; 2] = ["spark.driver.host", "spark.driver.bindAddress"];
+const FROM_SUBMITTING_MACHINE: [&str; 3] = [
+    "spark.kubernetes.authenticate.driver.caCertFile",
+    "spark.kubernetes.authenticate.driver.clientKeyFile",
+    "spark.kubernetes.authenticate.driver.clientCertFile",
+];
+const OVERHEAD_FACTOR_KEYS: [&str; 3] = [
+    "spark.kubernetes.memoryOverheadFactor",
+    "spark.driver.memoryOverheadFactor",
+    "spark.executor.memoryOverheadFactor",
+];
+const HEAP_KEYS: [&str; 2] = ["spark.driver.memory", "spark.executor.memory"];
+const OVERHEAD_KEYS: [&str; 4] = [
+    "spark.driver.memoryOverhead",
+    "spark.executor.memoryOverhead",
+    "spark.driver.minMemoryOverhead",
+    "spark.executor.minMemoryOverhead",
+];
+const SECRET_KEY_REF_PREFIXES: [&str; 2] = [
+    "spark.kubernetes.driver.secretKeyRef.",
+    "spark.kubernetes.executor.secretKeyRef.",
+];
+const LABEL_PREFIXES: [&str; 2] = ["spark.kubernetes.driver.label.", "spark.kubernetes.executor.label."];
+
+fn check_controller_refusals(key: &str, value: &str, at: &FieldPath, report: &mut ValidationReport) {
+    if value.is_empty() {
+        return;
+    }
+    if SET_BY_SPARK.contains(&key) {
+        report.error(at.clone(), "is set by Spark to the driver Service's address: remove it");
+    } else if FROM_SUBMITTING_MACHINE.contains(&key) {
+        report.error(
+            at.clone(),
+            "is read from the submitting machine, which native submission does not have: use the driver's service account, or spark.kubernetes.authenticate.driver.mounted.* with a mounted secret",
+        );
+    } else if OVERHEAD_FACTOR_KEYS.contains(&key) {
+        check_overhead_factor(value, at, report);
+    } else if HEAP_KEYS.contains(&key) {
+        super::pod::check_spark_memory(Some(value), true, at, report);
+    } else if OVERHEAD_KEYS.contains(&key) {
+        super::pod::check_spark_memory(Some(value), false, at, report);
+    } else if key == "spark.kubernetes.container.image.pullPolicy" {
+        super::kube::check_image_pull_policy(value, at, report);
+    } else if let Some(env) = SECRET_KEY_REF_PREFIXES.iter().find_map(|p| key.strip_prefix(p)) {
+        if !super::kube::env_var_name_valid(env) {
+            report.error(at.clone(), super::kube::invalid(env, super::kube::ENV_VAR_NAME_MSG));
+        }
+        match value.split_once(':') {
+            Some((name, secret_key)) if !name.is_empty() && !secret_key.is_empty() => {
+                for problem in super::kube::dns1123_subdomain_errors(name) {
+                    report.error(at.clone(), super::kube::invalid(name, problem));
+                }
+            }
+            _ => report.error(
+                at.clone(),
+                format!("{value:?} is not <secret name>:<key>: write e.g. my-secret:password"),
+            ),
+        }
+    } else if let Some(label) = LABEL_PREFIXES.iter().find_map(|p| key.strip_prefix(p))
+        && (SPARK_RESERVED_LABELS.contains(&label) || super::pod::is_operator_label(label))
+    {
+        report.error(
+            at.clone(),
+            format!("label {label:?} is reserved by Spark and the operator, which set it themselves: remove this key"),
+        );
+    }
+}
+
+const SPARK_RESERVED_LABELS: [&str; 3] = [
+    crate::labels::LABEL_SPARK_APP_SELECTOR,
+    crate::labels::LABEL_SPARK_ROLE,
+    crate::labels::LABEL_SPARK_EXEC_ID,
+];
+
+/// A memory overhead factor: a number in (0, MAX]; above 1 warned about (Spark documents 0 to 1.0).
+pub(super) fn check_overhead_factor(value: &str, at: &FieldPath, report: &mut ValidationReport) {
+    use crate::bounds::{MAX_MEMORY_OVERHEAD_FACTOR, WARN_MEMORY_OVERHEAD_FACTOR};
+    match value.trim().parse::<f64>() {
+        Ok(factor) if factor.is_finite() && factor > 0.0 && factor <= MAX_MEMORY_OVERHEAD_FACTOR => {
+            if factor > WARN_MEMORY_OVERHEAD_FACTOR {
+                report.warning(
+                    at.clone(),
+                    format!("{value:?} gives more off-heap overhead than heap: Spark documents factors between 0 and 1.0"),
+                );
+            }
+        }
+        Ok(factor) if factor.is_finite() && factor > 0.0 => report.error(
+            at.clone(),
+            format!(
+                "{value:?} is more than {MAX_MEMORY_OVERHEAD_FACTOR}: the overhead would be over {MAX_MEMORY_OVERHEAD_FACTOR} times the heap; use a factor between 0 and 1.0 (e.g. 0.1 or 0.4), or memoryOverhead for a fixed size"
+            ),
+        ),
+        _ => report.error(
+            at.clone(),
+            format!("{value:?} is not a positive number: use a factor between 0 and 1.0, e.g. 0.1 or 0.4"),
+        ),
+    }
+}
+
+/// Parts of a key that name a credential. References to secrets (secretKeyRef, mounted secrets) and
+/// settings about credentials (providers, files, paths) are not credentials themselves.
+const CREDENTIAL_WORDS: [&str; 10] = [
+    "password",
+    "passwd",
+    "secret",
+    "token",
+    "credential",
+    "access.key",
+    "accesskey",
+    "account.key",
+    "private.key",
+    "api.key",
+];
+const NOT_CREDENTIAL_WORDS: [&str; 10] = [
+    "secretkeyref",
+    ".secrets.",
+    "provider",
+    "file",
+    "path",
+    "location",
+    "enabled",
+    "class",
+    ".name",
+    "mounted",
+];
+
+/// Warns about values that look like credentials: sparkConf and hadoopConf end up in a ConfigMap, which
+/// whoever can read ConfigMaps in the namespace reads.
+pub(super) fn warn_credentials(conf: &BTreeMap<String, String>, path: &FieldPath, report: &mut ValidationReport) {
+    for (key, value) in conf {
+        let lower = key.to_ascii_lowercase();
+        if value.is_empty()
+            || !CREDENTIAL_WORDS.iter().any(|w| lower.contains(w))
+            || NOT_CREDENTIAL_WORDS.iter().any(|w| lower.contains(w))
+        {
+            continue;
+        }
+        report.warning(
+            path.key(key),
+            "looks like a credential, and this value is stored in a ConfigMap anyone who can read ConfigMaps in the namespace can read: put it in a Secret and use spec.driver.secrets / spec.executor.secrets, or spec.driver.env / spec.executor.env with valueFrom.secretKeyRef (or envFrom with secretRef)",
+        );
     }
 }
 

@@ -28,6 +28,8 @@ pub const POD_TEMPLATE_KEY: &str = "podspec-configmap-key";
 /// `spark.kubernetes.hadoop.configMapName` is mounted here (`HadoopConfDriverFeatureStep`).
 const HADOOP_CONF_VOLUME: &str = "hadoop-properties";
 const HADOOP_CONF_DIR: &str = "/opt/hadoop/conf";
+/// The largest memory a driver container gets, in MiB: Spark keeps memory in an `Int` of MiB.
+const MAX_CONTAINER_MEMORY_MIB: u64 = i32::MAX as u64;
 /// Spark's floor for the memory overhead, in MiB.
 const MIN_MEMORY_OVERHEAD_MIB: u64 = 384;
 
@@ -42,6 +44,10 @@ pub enum DriverPodError {
         "spec.sparkConf[{key}]: a driver resource needs its vendor (e.g. nvidia.com) in spark.driver.resource.<name>.vendor"
     )]
     MissingResourceVendor { key: String },
+    #[error(
+        "spec.sparkConf[{key}]: the driver's memory plus its overhead does not fit a container limit: lower the memory or the overhead factor"
+    )]
+    MemoryTooLarge { key: String },
     #[error("the driver pod cannot be decorated")]
     Decoration(#[from] DecorationError),
 }
@@ -80,13 +86,13 @@ pub fn build(conf: &DriverConf<'_>) -> Result<Pod, DriverPodError> {
 
     let mut pod = decorate_pod(&pod, conf.app, SparkRole::Driver)?;
     pod.metadata.namespace = Some(conf.namespace.clone());
-    let finalizers = pod.metadata.finalizers.get_or_insert_default();
-    if !conf.input.options.driver_finalizer {
-        // The operator's finalizer is the operator's to set, even when a template names it.
-        finalizers.retain(|f| f != FINALIZER_DRIVER_PROTECTION);
-    } else if !finalizers.iter().any(|f| f == FINALIZER_DRIVER_PROTECTION) {
-        finalizers.push(FINALIZER_DRIVER_PROTECTION.to_owned());
-    }
+    // A template's finalizers are not copied: nothing would ever remove them, and the driver pod could
+    // never be deleted. The operator's own finalizer is the operator's to set.
+    pod.metadata.finalizers = Some(if conf.input.options.driver_finalizer {
+        vec![FINALIZER_DRIVER_PROTECTION.to_owned()]
+    } else {
+        Vec::new()
+    });
     Ok(pod)
 }
 
@@ -145,11 +151,17 @@ fn driver_memory_mib(conf: &DriverConf<'_>) -> Result<u64, DriverPodError> {
                 Some(_) => memory_mib(conf, "spark.driver.minMemoryOverhead", "384m")?,
                 None => MIN_MEMORY_OVERHEAD_MIB,
             };
-            // Spark truncates (`.toInt`).
+            // Spark truncates (`.toInt`). A float-to-int `as` saturates, so a huge factor gives u64::MAX here,
+            // refused below, never a wrapped small number.
             ((factor * memory as f64) as u64).max(minimum)
         }
     };
-    Ok(memory + overhead)
+    memory
+        .checked_add(overhead)
+        .filter(|total| *total <= MAX_CONTAINER_MEMORY_MIB)
+        .ok_or_else(|| DriverPodError::MemoryTooLarge {
+            key: "spark.driver.memory".to_owned(),
+        })
 }
 
 /// `spark.driver.resource.<name>.amount` with `.vendor` → a `<vendor>/<name>` limit.

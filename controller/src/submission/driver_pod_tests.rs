@@ -463,7 +463,11 @@ fn the_driver_finalizer_is_an_option_of_the_build() {
         json!({"driver": {"serviceAccount": "spark", "template": {"metadata": {"finalizers": ["keep", protection]}}}}),
     );
     let with = submit(&templated).driver_pod.metadata.finalizers.unwrap();
-    assert_eq!(with, ["keep", protection], "added once");
+    assert_eq!(
+        with,
+        [protection],
+        "added once; the template's own finalizers are not copied"
+    );
     let off = SubmissionOptions {
         driver_finalizer: false,
         ..SubmissionOptions::default()
@@ -474,7 +478,10 @@ fn the_driver_finalizer_is_an_option_of_the_build() {
         .metadata
         .finalizers
         .unwrap();
-    assert_eq!(without, ["keep"], "off means off, even when the template names it");
+    assert!(
+        without.is_empty(),
+        "off means off, even when the template names it: {without:?}"
+    );
     assert!(SubmissionOptions::default().driver_finalizer);
 }
 
@@ -662,4 +669,31 @@ fn a_pod_is_only_ours_with_both_the_launched_by_and_the_app_name_label() {
         ),
         ExistingDriverPod::EarlierSubmission { submission_id: None }
     );
+}
+
+#[test]
+fn a_huge_overhead_factor_is_refused_not_wrapped_into_a_small_limit() {
+    for factor in ["1e300", "1.7976931348623157e308", "1e19"] {
+        let huge = app(
+            &[("spark.driver.memoryOverheadFactor", factor)],
+            json!({"driver": {"serviceAccount": "spark", "memory": "512m"}}),
+        );
+        let error = submit_with(&huge, SubmissionOptions::default()).unwrap_err();
+        assert!(
+            error.to_string().contains("does not fit a container limit"),
+            "{factor}: {error}"
+        );
+    }
+    let fine = app(
+        &[("spark.driver.memoryOverheadFactor", "0.5")],
+        json!({"driver": {"serviceAccount": "spark", "memory": "512g"}}),
+    );
+    let pod = submit(&fine).driver_pod;
+    let limits = pod.spec.unwrap().containers[0]
+        .resources
+        .clone()
+        .unwrap()
+        .limits
+        .unwrap();
+    assert_eq!(limits["memory"].0, format!("{}Mi", 512 * 1024 + 256 * 1024));
 }
