@@ -1035,3 +1035,53 @@ async fn validating_admission_can_return_warnings() {
         .unwrap();
     assert_eq!(written.warnings, ["configmaps is deprecated"]);
 }
+
+/// Pod validation through the write path, worded as kube-apiserver words it (one error bare, several
+/// in brackets), and what it accepts.
+#[tokio::test]
+async fn pods_are_refused_and_accepted_as_kube_apiserver_does() {
+    let store = Store::new(StoreConfig::default());
+    let create = |name: &str, container: Value| {
+        let store = store.clone();
+        let body = json!({ "metadata": { "name": name }, "spec": { "containers": [container] } });
+        async move { store.create(&pods(), "ns", body, &opts("t")).await }
+    };
+    let err = create(
+        "x",
+        json!({ "name": "c", "image": "i", "imagePullPolicy": "Sometimes" }),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Pod \"x\" is invalid: spec.containers[0].imagePullPolicy: Unsupported value: \"Sometimes\": supported values: \"Always\", \"IfNotPresent\", \"Never\""
+    );
+    assert_eq!(err.code(), 422);
+    let err = create(
+        "y",
+        json!({ "name": "c", "image": "i", "env": [{ "name": "A=B" }],
+        "ports": [{ "containerPort": 65536 }] }),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Pod \"y\" is invalid: [spec.containers[0].ports[0].containerPort: Invalid value: 65536: must be between 1 and 65535, inclusive, \
+         spec.containers[0].env[0].name: Invalid value: \"A=B\": a valid environment variable name must consist only of printable ASCII characters other than '=']"
+    );
+
+    // A legal 70-character name (a DNS-1123 subdomain may be 253), a relaxed env name and a
+    // relative mount path (the kubelet makes it absolute) are accepted.
+    let long = "a".repeat(70);
+    let created = create(
+        &long,
+        json!({ "name": "c", "image": "i", "env": [{ "name": "my var", "value": "1" }] }),
+    )
+    .await
+    .unwrap();
+    assert_eq!(created.object["metadata"]["name"], long.as_str());
+    let body = json!({ "metadata": { "name": "rel" }, "spec": {
+        "volumes": [{ "name": "data", "emptyDir": {} }],
+        "containers": [{ "name": "c", "image": "i", "volumeMounts": [{ "name": "data", "mountPath": "data" }] }] } });
+    store.create(&pods(), "ns", body, &opts("t")).await.unwrap();
+}
