@@ -1085,3 +1085,79 @@ async fn pods_are_refused_and_accepted_as_kube_apiserver_does() {
         "containers": [{ "name": "c", "image": "i", "volumeMounts": [{ "name": "data", "mountPath": "data" }] }] } });
     store.create(&pods(), "ns", body, &opts("t")).await.unwrap();
 }
+
+/// CRD validation ratcheting (1.30+, GA in 1.33): an object stored under a looser CRD keeps its
+/// now-invalid value through status writes and unrelated spec changes; changing that value to
+/// another invalid one is refused.
+#[tokio::test]
+async fn crd_validation_ratchets_unchanged_values() {
+    let crd = |max: Option<i64>| {
+        let mut replicas = json!({ "type": "integer" });
+        if let Some(m) = max {
+            replicas["maximum"] = json!(m);
+        }
+        json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": { "name": "things.example.com" },
+            "spec": { "group": "example.com", "scope": "Namespaced",
+                "names": { "plural": "things", "singular": "thing", "kind": "Thing" },
+                "versions": [{ "name": "v1", "served": true, "storage": true, "subresources": { "status": {} },
+                    "schema": { "openAPIV3Schema": { "type": "object", "properties": {
+                        "spec": { "type": "object", "properties": {
+                            "replicas": replicas, "note": { "type": "string" } } },
+                        "status": { "type": "object", "properties": { "state": { "type": "string" } } } } } } }] }
+        })
+    };
+    let store = Store::new(StoreConfig::default());
+    store.create(&crds(), "", crd(None), &opts("t")).await.unwrap();
+    let thing = json!({ "apiVersion": "example.com/v1", "kind": "Thing", "metadata": { "name": "t" },
+        "spec": { "replicas": 50 } });
+    store.create(&things(), "ns", thing, &opts("t")).await.unwrap();
+
+    // Tighten the CRD.
+    let mut tightened = store.get(&crds(), "", "things.example.com").unwrap();
+    let rv_now = rv(&tightened);
+    tightened["spec"] = crd(Some(10))["spec"].clone();
+    tightened["metadata"]["resourceVersion"] = json!(rv_now);
+    store
+        .update(&crds(), "", "things.example.com", tightened, None, &opts("t"))
+        .await
+        .unwrap();
+    let fresh = json!({ "apiVersion": "example.com/v1", "kind": "Thing", "metadata": { "name": "u" },
+        "spec": { "replicas": 50 } });
+    let err = store.create(&things(), "ns", fresh, &opts("t")).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Thing.example.com \"u\" is invalid: spec.replicas: Invalid value: 50: spec.replicas in body should be less than or equal to 10"
+    );
+
+    // A status write keeps the spec as stored: its invalid replicas is unchanged, so it passes.
+    let mut current = store.get(&things(), "ns", "t").unwrap();
+    current["status"] = json!({ "state": "Running" });
+    let written = store
+        .update(&things(), "ns", "t", current, Some("status"), &opts("t"))
+        .await
+        .unwrap();
+    assert_eq!(written.object["status"]["state"], "Running");
+
+    // A spec change elsewhere, replicas kept: passes.
+    let mut current = written.object.clone();
+    current["spec"]["note"] = json!("changed");
+    let written = store
+        .update(&things(), "ns", "t", current, None, &opts("t"))
+        .await
+        .unwrap();
+    assert_eq!(written.object["spec"]["replicas"], 50);
+
+    // Changing replicas to another invalid value is validated and refused.
+    let mut current = written.object.clone();
+    current["spec"]["replicas"] = json!(60);
+    let err = store
+        .update(&things(), "ns", "t", current, None, &opts("t"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Thing.example.com \"t\" is invalid: spec.replicas: Invalid value: 60: spec.replicas in body should be less than or equal to 10"
+    );
+}
