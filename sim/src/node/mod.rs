@@ -325,12 +325,11 @@ impl NodeCluster {
         self.shared.stop.send_replace(true);
         let tasks: Vec<JoinHandle<()>> =
             std::mem::take(&mut *self.shared.tasks.lock().unwrap_or_else(|e| e.into_inner()));
+        // One deadline for all of them: a slow task must not add its wait to every other's.
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(2);
         for t in tasks {
             let abort = t.abort_handle();
-            if tokio::time::timeout(std::time::Duration::from_secs(2), t)
-                .await
-                .is_err()
-            {
+            if tokio::time::timeout_at(deadline, t).await.is_err() {
                 abort.abort();
             }
         }
