@@ -67,25 +67,49 @@ async fn main() -> anyhow::Result<()> {
             // Pods mount kube-root-ca.crt through their API-access volume; with nodes running
             // pods it must exist, as in a real cluster.
             config.root_ca_configmap |= nodes > 0;
-            let sim = Sim::start(config).await.context("starting kube-sim")?;
+            // Signals are caught from the start: a SIGTERM while the sim is still starting stops
+            // it too (exit 0), and a second one during shutdown ends the process at once.
+            let mut signals = Signals::install()?;
+            let sim = tokio::select! {
+                sim = Sim::start(config) => sim.context("starting kube-sim")?,
+                r = signals.next() => return r,
+            };
             println!(
                 "kube-sim serving at {} (kubeconfig: {})",
                 sim.url(),
                 sim.kubeconfig_path().display()
             );
-            wait_for_signal().await?;
-            sim.shutdown().await;
+            signals.next().await?;
+            tokio::select! {
+                () = sim.shutdown() => {}
+                r = signals.next() => r?,
+            }
             Ok(())
         }
     }
 }
 
-async fn wait_for_signal() -> anyhow::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    tokio::select! {
-        r = tokio::signal::ctrl_c() => r.context("waiting for SIGINT")?,
-        _ = term.recv() => {}
+/// SIGINT and SIGTERM.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> anyhow::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Self {
+            term: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
+            int: signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
+        })
     }
-    Ok(())
+
+    /// The next SIGINT or SIGTERM.
+    async fn next(&mut self) -> anyhow::Result<()> {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+        Ok(())
+    }
 }

@@ -1,6 +1,7 @@
 //! Structural schemas of custom resources: pruning of unknown fields, `default`s, and the
 //! OpenAPI validation the apiextensions apiserver runs (types, enums, required, bounds).
-//! CEL rules (`x-kubernetes-validations`) and `pattern`/`format` are not checked.
+//! CEL rules (`x-kubernetes-validations`) and `pattern`/`format` are not checked. Updates are
+//! ratcheted (see [`validate_update`]).
 
 use serde_json::{Map, Value};
 
@@ -109,18 +110,55 @@ fn type_name(v: &Value) -> &'static str {
 
 /// Validates an object against its CRD schema (the root's apiVersion/kind/metadata excluded).
 pub fn validate(obj: &Value, schema: &Value) -> Vec<FieldCause> {
+    validate_update(obj, None, schema)
+}
+
+/// Validates a new object, or an update against the old object with validation ratcheting as
+/// kube-apiserver does it since 1.30 (KEP-4008, GA in 1.33): a value equal to its correlated old
+/// value is not validated at all, so an object stored before its CRD was tightened can still be
+/// written (a status update, a change elsewhere in the spec) as long as the invalid values stay as
+/// they are. Correlation follows the apiserver: object properties by name, items of
+/// `x-kubernetes-list-type: map` lists by their keys, of `set` lists by value; items of atomic lists
+/// are not correlated (only an unchanged list as a whole is).
+pub fn validate_update(obj: &Value, old: Option<&Value>, schema: &Value) -> Vec<FieldCause> {
     let mut causes = Vec::new();
-    if let Value::Object(root) = obj {
-        let mut body = root.clone();
+    let body = |v: &Value| -> Option<Value> {
+        let mut root = v.as_object()?.clone();
         for k in ["apiVersion", "kind", "metadata"] {
-            body.remove(k);
+            root.remove(k);
         }
-        check(&Value::Object(body), schema, "", &mut causes);
+        Some(Value::Object(root))
+    };
+    if let Some(new_body) = body(obj) {
+        let old_body = old.and_then(body);
+        check(&new_body, old_body.as_ref(), schema, "", &mut causes);
     }
     causes
 }
 
-fn check(value: &Value, schema: &Value, path: &str, causes: &mut Vec<FieldCause>) {
+/// The old item an array item correlates with, if the list type allows it.
+fn correlated_item<'a>(item: &Value, old_items: &'a [Value], schema: &Value) -> Option<&'a Value> {
+    match schema.get("x-kubernetes-list-type").and_then(Value::as_str) {
+        Some("map") => {
+            let keys: Vec<&str> = schema
+                .get("x-kubernetes-list-map-keys")
+                .and_then(Value::as_array)?
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
+            old_items
+                .iter()
+                .find(|o| keys.iter().all(|k| o.get(*k) == item.get(*k)))
+        }
+        Some("set") => old_items.iter().find(|o| *o == item),
+        _ => None,
+    }
+}
+
+fn check(value: &Value, old: Option<&Value>, schema: &Value, path: &str, causes: &mut Vec<FieldCause>) {
+    if old == Some(value) {
+        return;
+    }
     if value.is_null() {
         if schema.get("nullable").and_then(Value::as_bool) != Some(true)
             && schema.get("type").is_some()
@@ -209,14 +247,16 @@ fn check(value: &Value, schema: &Value, path: &str, causes: &mut Vec<FieldCause>
             let additional = schema.get("additionalProperties").filter(|a| a.is_object());
             for (k, v) in map {
                 if let Some(s) = props.and_then(|p| p.get(k)).or(additional) {
-                    check(v, s, &join(path, k), causes);
+                    check(v, old.and_then(|o| o.get(k)), s, &join(path, k), causes);
                 }
             }
         }
         Value::Array(items) => {
             if let Some(s) = schema.get("items") {
+                let old_items = old.and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
                 for (i, item) in items.iter().enumerate() {
-                    check(item, s, &format!("{path}[{i}]"), causes);
+                    let old_item = correlated_item(item, old_items, schema);
+                    check(item, old_item, s, &format!("{path}[{i}]"), causes);
                 }
             }
         }
@@ -274,5 +314,28 @@ mod tests {
         let causes = validate(&json!({ "spec": { "cores": 0, "port": 80 } }), &schema());
         assert_eq!(causes.len(), 2, "{causes:?}");
         assert!(validate(&json!({ "spec": { "type": "Java", "port": "http" } }), &schema()).is_empty());
+    }
+
+    #[test]
+    fn updates_ratchet_unchanged_invalid_values() {
+        let schema = json!({ "type": "object", "properties": { "spec": { "type": "object", "properties": {
+            "cores": { "type": "integer", "maximum": 8 },
+            "note": { "type": "string" },
+            "ports": { "type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                "items": { "type": "object", "properties": { "name": { "type": "string" }, "port": { "type": "integer", "maximum": 65535 } } } },
+            "args": { "type": "array", "items": { "type": "integer", "maximum": 10 } }
+        } } } });
+        let old = json!({ "spec": { "cores": 100, "ports": [{ "name": "a", "port": 70000 }], "args": [50] } });
+        // Unchanged invalid values pass, whatever else changes.
+        let new = json!({ "spec": { "cores": 100, "note": "x", "ports": [{ "name": "b", "port": 1 }, { "name": "a", "port": 70000 }], "args": [50] } });
+        assert_eq!(validate_update(&new, Some(&old), &schema), Vec::new());
+        // A changed value is validated; so is a new object.
+        let new = json!({ "spec": { "cores": 101, "ports": [{ "name": "a", "port": 70001 }], "args": [50, 1] } });
+        let fields: Vec<String> = validate_update(&new, Some(&old), &schema)
+            .into_iter()
+            .map(|c| c.field)
+            .collect();
+        assert_eq!(fields, ["spec.args[0]", "spec.cores", "spec.ports[0].port"]);
+        assert_eq!(validate_update(&old, None, &schema).len(), 3);
     }
 }

@@ -163,7 +163,13 @@ fn invalid_message(target: &Target, causes: &[FieldCause]) -> String {
     } else {
         format!("{}.{}", target.kind, target.group)
     };
-    let errs: Vec<String> = causes.iter().map(|c| format!("{}: {}", c.field, c.message)).collect();
+    // `field.ErrorList.ToAggregate` drops repeated messages.
+    let mut errs: Vec<String> = Vec::new();
+    for e in causes.iter().map(|c| format!("{}: {}", c.field, c.message)) {
+        if !errs.contains(&e) {
+            errs.push(e);
+        }
+    }
     let list = if errs.len() == 1 {
         errs[0].clone()
     } else {

@@ -18,6 +18,9 @@ pub enum TlsError {
     ServerConfig(#[from] rustls::Error),
     #[error("building the client certificate verifier: {0}")]
     ClientVerifier(String),
+    /// rcgen's PKCS#8 key did not have the shape of an EC key (it always should).
+    #[error("rewriting the {what} key as SEC1: {reason}")]
+    Sec1 { what: &'static str, reason: &'static str },
 }
 
 /// Certificates and keys, PEM-encoded, plus DER forms for rustls.
@@ -38,6 +41,101 @@ impl std::fmt::Debug for Pki {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pki").finish_non_exhaustive()
     }
+}
+
+/// Rewrites a PKCS#8 EC private key (what rcgen and ring produce) as a SEC1 `EC PRIVATE KEY` PEM,
+/// the form Go's `x509.MarshalECPrivateKey` writes: `ECPrivateKey { version 1, privateKey,
+/// [0] namedCurve, [1] publicKey }`. ring leaves the curve out of the inner ECPrivateKey (PKCS#8
+/// carries it in the AlgorithmIdentifier), but a standalone SEC1 key must name it, so it is moved
+/// in from there.
+pub fn sec1_pem(pkcs8: &[u8]) -> Result<String, &'static str> {
+    const SEQUENCE: u8 = 0x30;
+    const INTEGER: u8 = 0x02;
+    const OCTET_STRING: u8 = 0x04;
+    const OID: u8 = 0x06;
+    const PARAMETERS: u8 = 0xa0;
+    const PUBLIC_KEY: u8 = 0xa1;
+    const EC_PUBLIC_KEY: &[u8] = &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01];
+
+    let (info, _) = der_take(pkcs8, SEQUENCE)?;
+    let (_version, rest) = der_take(info, INTEGER)?;
+    let (algorithm, rest) = der_take(rest, SEQUENCE)?;
+    let (ec_key, _) = der_take(rest, OCTET_STRING)?;
+    let (algorithm_oid, params) = der_take(algorithm, OID)?;
+    if algorithm_oid != EC_PUBLIC_KEY {
+        return Err("not an EC key");
+    }
+    let (curve, _) = der_take(params, OID)?;
+
+    let (inner, _) = der_take(ec_key, SEQUENCE)?;
+    let (version, rest) = der_take(inner, INTEGER)?;
+    if version != [1] {
+        return Err("ECPrivateKey version is not 1");
+    }
+    let (secret, mut rest) = der_take(rest, OCTET_STRING)?;
+    if rest.first() == Some(&PARAMETERS) {
+        rest = der_take(rest, PARAMETERS)?.1;
+    }
+    let public_key = if rest.first() == Some(&PUBLIC_KEY) {
+        Some(der_take(rest, PUBLIC_KEY)?.0)
+    } else {
+        None
+    };
+
+    let mut body = der_encode(INTEGER, &[1]);
+    body.extend(der_encode(OCTET_STRING, secret));
+    body.extend(der_encode(PARAMETERS, &der_encode(OID, curve)));
+    if let Some(pk) = public_key {
+        body.extend(der_encode(PUBLIC_KEY, pk));
+    }
+    let der = der_encode(SEQUENCE, &body);
+
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+    let mut pem = String::from("-----BEGIN EC PRIVATE KEY-----\n");
+    for line in b64.as_bytes().chunks(64) {
+        pem.push_str(&String::from_utf8_lossy(line));
+        pem.push('\n');
+    }
+    pem.push_str("-----END EC PRIVATE KEY-----\n");
+    Ok(pem)
+}
+
+/// Reads one DER element with the expected tag: its contents and what follows it.
+fn der_take(input: &[u8], tag: u8) -> Result<(&[u8], &[u8]), &'static str> {
+    let (&actual, rest) = input.split_first().ok_or("truncated DER")?;
+    if actual != tag {
+        return Err("unexpected DER tag");
+    }
+    let (&first, rest) = rest.split_first().ok_or("truncated DER")?;
+    let (len, rest) = if first < 0x80 {
+        (usize::from(first), rest)
+    } else {
+        let n = usize::from(first & 0x7f);
+        if n == 0 || n > 4 || rest.len() < n {
+            return Err("bad DER length");
+        }
+        let len = rest[..n].iter().fold(0usize, |acc, b| (acc << 8) | usize::from(*b));
+        (len, &rest[n..])
+    };
+    if rest.len() < len {
+        return Err("truncated DER");
+    }
+    Ok(rest.split_at(len))
+}
+
+fn der_encode(tag: u8, contents: &[u8]) -> Vec<u8> {
+    let mut out = vec![tag];
+    let len = contents.len();
+    if len < 0x80 {
+        out.push(len as u8);
+    } else {
+        let bytes: Vec<u8> = len.to_be_bytes().into_iter().skip_while(|b| *b == 0).collect();
+        out.push(0x80 | bytes.len() as u8);
+        out.extend(bytes);
+    }
+    out.extend_from_slice(contents);
+    out
 }
 
 /// The CN and O of the admin client certificate (O is the group, as Kubernetes reads it).
@@ -100,7 +198,10 @@ impl Pki {
             server_cert_der: server_cert.der().clone(),
             server_key_der: server_key.serialize_der(),
             client_cert_pem: client_cert.pem(),
-            client_key_pem: client_key.serialize_pem(),
+            // kubeadm writes ECDSA client keys as SEC1 (`EC PRIVATE KEY`); fabric8 (Spark's
+            // spark-submit) reads only that form, not PKCS#8.
+            client_key_pem: sec1_pem(&client_key.serialize_der())
+                .map_err(|reason| TlsError::Sec1 { what: "client", reason })?,
         })
     }
 
@@ -121,5 +222,35 @@ impl Pki {
             .with_single_cert(vec![self.server_cert_der.clone()], key)?;
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(Arc::new(config))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use rustls_pki_types::pem::PemObject as _;
+
+    #[test]
+    fn client_key_is_sec1_with_its_curve_and_still_signs() {
+        let pki = Pki::generate().unwrap();
+        assert!(pki.client_key_pem.starts_with("-----BEGIN EC PRIVATE KEY-----\n"));
+        let key = PrivateKeyDer::from_pem_slice(pki.client_key_pem.as_bytes()).unwrap();
+        let PrivateKeyDer::Sec1(sec1) = &key else {
+            panic!("not SEC1: {key:?}");
+        };
+        // [0] { OID prime256v1 }: a standalone SEC1 key names its curve (Go and BouncyCastle need it).
+        let p256 = [0xa0, 0x0a, 0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07];
+        assert!(sec1.secret_sec1_der().windows(p256.len()).any(|w| w == p256));
+        // rustls (kube-rs) loads it as an ECDSA signing key.
+        rustls::crypto::ring::sign::any_ecdsa_type(&key).unwrap();
+    }
+
+    #[test]
+    fn sec1_refuses_what_is_not_a_pkcs8_ec_key() {
+        assert!(sec1_pem(&[]).is_err());
+        assert!(sec1_pem(&[0x30, 0x05, 0x02, 0x01, 0x00]).is_err());
+        let ed = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
+        assert_eq!(sec1_pem(&ed.serialize_der()), Err("not an EC key"));
     }
 }

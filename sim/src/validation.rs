@@ -12,40 +12,109 @@ const DNS1035_LABEL_MSG: &str = "a DNS-1035 label must consist of lower case alp
 const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
 const TOTAL_ANNOTATION_SIZE: usize = 256 * 1024;
 
-pub fn is_dns1123_label(s: &str) -> bool {
+mod pod;
+
+/// `validation.MaxLenError`.
+fn max_len_error(n: usize) -> String {
+    format!("must be no more than {n} characters")
+}
+
+/// The regex `[a-z0-9]([-a-z0-9]*[a-z0-9])?` (no length limit: lengths are checked separately,
+/// as the apimachinery functions do).
+fn matches_dns1123_label(s: &str) -> bool {
     !s.is_empty()
-        && s.len() <= 63
         && s.bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
 }
 
+/// The regex `[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*`: the dot-separated
+/// parts have no length limit of their own, only the whole (253).
+fn matches_dns1123_subdomain(s: &str) -> bool {
+    !s.is_empty() && s.split('.').all(matches_dns1123_label)
+}
+
+/// `validation.IsDNS1123Label`: what is wrong, in kube-apiserver's words.
+pub fn dns1123_label_errors(s: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if s.len() > 63 {
+        errs.push(max_len_error(63));
+    }
+    if !matches_dns1123_label(s) {
+        if matches_dns1123_subdomain(s) {
+            errs.push("must not contain dots".into());
+        } else {
+            errs.push(DNS1123_LABEL_MSG.into());
+        }
+    }
+    errs
+}
+
+/// `validation.IsDNS1123Subdomain`.
+pub fn dns1123_subdomain_errors(s: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if s.len() > 253 {
+        errs.push(max_len_error(253));
+    }
+    if !matches_dns1123_subdomain(s) {
+        errs.push(DNS1123_SUBDOMAIN_MSG.into());
+    }
+    errs
+}
+
+/// `validation.IsDNS1035Label`.
+fn dns1035_label_errors(s: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if s.len() > 63 {
+        errs.push(max_len_error(63));
+    }
+    if !(matches_dns1123_label(s) && s.as_bytes()[0].is_ascii_lowercase()) {
+        errs.push(DNS1035_LABEL_MSG.into());
+    }
+    errs
+}
+
+pub fn is_dns1123_label(s: &str) -> bool {
+    dns1123_label_errors(s).is_empty()
+}
+
 pub fn is_dns1123_subdomain(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns1123_label)
+    dns1123_subdomain_errors(s).is_empty()
 }
 
-fn is_dns1035_label(s: &str) -> bool {
-    is_dns1123_label(s) && s.as_bytes()[0].is_ascii_lowercase()
-}
-
-fn is_label_value(s: &str) -> bool {
-    s.is_empty()
-        || (s.len() <= 63
-            && s.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+/// `validation.IsValidLabelValue`.
+fn label_value_errors(s: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if s.len() > 63 {
+        errs.push(max_len_error(63));
+    }
+    let pattern = s.is_empty()
+        || (s
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
             && s.as_bytes()[0].is_ascii_alphanumeric()
-            && s.as_bytes()[s.len() - 1].is_ascii_alphanumeric())
+            && s.as_bytes()[s.len() - 1].is_ascii_alphanumeric());
+    if !pattern {
+        errs.push(LABEL_VALUE_MSG.into());
+    }
+    errs
 }
 
-/// How a kind's names are checked.
-fn name_rule(group: &str, kind: &str) -> (fn(&str) -> bool, &'static str) {
+/// How a kind's names are checked (`ValidateNameFunc`).
+fn name_errors(group: &str, kind: &str, name: &str) -> Vec<String> {
     match (group, kind) {
-        ("", "Namespace") => (is_dns1123_label, DNS1123_LABEL_MSG),
-        ("", "Service") => (is_dns1035_label, DNS1035_LABEL_MSG),
+        ("", "Namespace") => dns1123_label_errors(name),
+        ("", "Service") => dns1035_label_errors(name),
         // RBAC names are path segments only.
-        ("rbac.authorization.k8s.io", _) => (|s: &str| !s.is_empty() && !s.contains('/') && s != "." && s != "..", ""),
-        _ => (is_dns1123_subdomain, DNS1123_SUBDOMAIN_MSG),
+        ("rbac.authorization.k8s.io", _) => {
+            if name.contains('/') || name == "." || name == ".." {
+                vec![String::new()]
+            } else {
+                Vec::new()
+            }
+        }
+        _ => dns1123_subdomain_errors(name),
     }
 }
 
@@ -59,16 +128,14 @@ pub fn object_meta(group: &str, kind: &str, obj: &Value, causes: &mut Vec<FieldC
             message: "Required value: name or generateName is required".into(),
         });
     } else {
-        let (ok, msg) = name_rule(group, kind);
-        if !ok(name) {
+        for msg in name_errors(group, kind, name) {
             causes.push(FieldCause::invalid("metadata.name", &Value::String(name.into()), msg));
         }
     }
     if let Some(labels) = obj.pointer("/metadata/labels").and_then(Value::as_object) {
         for (k, v) in labels {
-            let value = v.as_str().unwrap_or_default();
-            if !is_label_value(value) {
-                causes.push(FieldCause::invalid("metadata.labels", v, LABEL_VALUE_MSG));
+            for msg in label_value_errors(v.as_str().unwrap_or_default()) {
+                causes.push(FieldCause::invalid("metadata.labels", v, msg));
             }
             if k.is_empty() || k.len() > 317 {
                 causes.push(FieldCause::invalid(
@@ -97,7 +164,7 @@ pub fn object_meta(group: &str, kind: &str, obj: &Value, causes: &mut Vec<FieldC
 /// Rules for new objects of a kind.
 pub fn on_create(group: &str, kind: &str, obj: &Value, causes: &mut Vec<FieldCause>) {
     match (group, kind) {
-        ("", "Pod") => pod_spec("spec", obj.get("spec"), causes),
+        ("", "Pod") => pod::pod_spec("spec", obj.get("spec"), causes),
         ("apiextensions.k8s.io", "CustomResourceDefinition") => crd(obj, causes),
         _ => {}
     }
@@ -137,48 +204,6 @@ pub fn on_update(group: &str, kind: &str, old: &Value, new: &Value, causes: &mut
     }
 }
 
-fn pod_spec(path: &str, spec: Option<&Value>, causes: &mut Vec<FieldCause>) {
-    let containers = spec.and_then(|s| s.get("containers")).and_then(Value::as_array);
-    match containers {
-        None => causes.push(FieldCause::required(format!("{path}.containers"))),
-        Some(list) if list.is_empty() => causes.push(FieldCause::required(format!("{path}.containers"))),
-        Some(list) => {
-            let mut seen = Vec::new();
-            for (i, c) in list.iter().enumerate() {
-                let name = c.get("name").and_then(Value::as_str).unwrap_or("");
-                if name.is_empty() {
-                    causes.push(FieldCause::required(format!("{path}.containers[{i}].name")));
-                } else if seen.contains(&name) {
-                    causes.push(FieldCause {
-                        reason: "FieldValueDuplicate".into(),
-                        field: format!("{path}.containers[{i}].name"),
-                        message: format!("Duplicate value: {name:?}"),
-                    });
-                } else if !is_dns1123_label(name) {
-                    causes.push(FieldCause::invalid(
-                        format!("{path}.containers[{i}].name"),
-                        &Value::String(name.into()),
-                        DNS1123_LABEL_MSG,
-                    ));
-                }
-                seen.push(name);
-                if c.get("image").and_then(Value::as_str).unwrap_or("").is_empty() {
-                    causes.push(FieldCause::required(format!("{path}.containers[{i}].image")));
-                }
-            }
-        }
-    }
-    if let Some(policy) = spec.and_then(|s| s.get("restartPolicy"))
-        && !matches!(policy.as_str(), Some("Always" | "OnFailure" | "Never"))
-    {
-        causes.push(FieldCause::not_supported(
-            format!("{path}.restartPolicy"),
-            policy,
-            &["Always", "OnFailure", "Never"],
-        ));
-    }
-}
-
 /// The spec fields a pod update may change, masked out before comparing specs.
 fn mutable_pod_spec(spec: &Value) -> Value {
     let mut s = spec.clone();
@@ -207,7 +232,7 @@ fn pod_update(old: &Value, new: &Value, causes: &mut Vec<FieldCause>) {
             "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
         ));
     }
-    pod_spec("spec", Some(new_spec), causes);
+    pod::pod_spec("spec", Some(new_spec), causes);
 }
 
 fn crd(obj: &Value, causes: &mut Vec<FieldCause>) {
@@ -292,6 +317,33 @@ mod tests {
         let mut c = Vec::new();
         object_meta("", "Namespace", &json!({ "metadata": {} }), &mut c);
         assert_eq!(c[0].message, "Required value: name or generateName is required");
+    }
+
+    #[test]
+    fn long_names_follow_each_kinds_rule() {
+        // Pod names are DNS-1123 subdomains: 253 characters, no limit per dot-separated part.
+        let seventy = "a".repeat(70);
+        let mut c = Vec::new();
+        object_meta("", "Pod", &json!({ "metadata": { "name": seventy } }), &mut c);
+        assert_eq!(c, Vec::new());
+        object_meta("", "Pod", &json!({ "metadata": { "name": "a".repeat(254) } }), &mut c);
+        assert_eq!(c.len(), 1);
+        assert!(c[0].message.ends_with(": must be no more than 253 characters"), "{c:?}");
+        // Namespaces and Services are labels: 63.
+        let mut c = Vec::new();
+        object_meta("", "Namespace", &json!({ "metadata": { "name": seventy } }), &mut c);
+        object_meta("", "Service", &json!({ "metadata": { "name": seventy } }), &mut c);
+        let messages: Vec<&str> = c.iter().map(|c| c.message.rsplit(": ").next().unwrap_or("")).collect();
+        assert_eq!(messages, ["must be no more than 63 characters"; 2]);
+        // A label value keeps its own 63.
+        let mut c = Vec::new();
+        object_meta(
+            "",
+            "Pod",
+            &json!({ "metadata": { "name": "p", "labels": { "a": seventy } } }),
+            &mut c,
+        );
+        assert!(c[0].message.ends_with("must be no more than 63 characters"), "{c:?}");
     }
 
     #[test]

@@ -24,8 +24,9 @@ use serde_json::json;
 const NAMESPACE: &str = "spark-jobs";
 const SUBMIT_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// What a typical operator passes (the oracle's `BASE_CONFS`), in our namespace.
-fn confs(ca_file: &str, token: &str) -> Vec<(String, String)> {
+/// What a typical operator passes (the oracle's `BASE_CONFS`), in our namespace. No CA file and no
+/// token: fabric8 takes the CA and the client certificate from the sim's own kubeconfig.
+fn confs() -> Vec<(String, String)> {
     [
         ("spark.kubernetes.submission.waitAppCompletion", "false"),
         ("spark.kubernetes.namespace", NAMESPACE),
@@ -48,25 +49,10 @@ fn confs(ca_file: &str, token: &str) -> Vec<(String, String)> {
         ),
         ("spark.kubernetes.submission.connectionTimeout", "10000"),
         ("spark.kubernetes.submission.requestTimeout", "10000"),
-        ("spark.kubernetes.authenticate.submission.caCertFile", ca_file),
-        ("spark.kubernetes.authenticate.submission.oauthToken", token),
     ]
     .iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect()
-}
-
-/// A kubeconfig for the sim that authenticates with its bearer token.
-fn token_kubeconfig(sim: &Sim) -> String {
-    use base64::Engine as _;
-    let ca = base64::engine::general_purpose::STANDARD.encode(&sim.pki().ca_cert_pem);
-    format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: sim\n  cluster:\n    server: {}\n    certificate-authority-data: {ca}\n\
-         users:\n- name: token\n  user:\n    token: {}\ncontexts:\n- name: sim\n  context:\n    cluster: sim\n    user: token\n\
-         current-context: sim\n",
-        sim.url(),
-        sim.token()
-    )
 }
 
 fn owned_by_driver(refs: Option<&Vec<OwnerReference>>, driver_uid: &str) -> bool {
@@ -103,6 +89,7 @@ async fn spark_submit_creates_driver_pod_service_and_configmap() {
     let sim = Sim::start(SimConfig::new(dir.path().join("data")))
         .await
         .expect("sim starts");
+    sim.audit().enable();
     let client = sim.client().await.expect("client");
     let ns: Namespace = serde_json::from_value(json!({ "metadata": { "name": NAMESPACE } })).expect("namespace");
     Api::<Namespace>::all(client.clone())
@@ -116,14 +103,12 @@ async fn spark_submit_creates_driver_pod_service_and_configmap() {
         .await
         .expect("service account");
 
-    let ca_file = dir.path().join("sim-ca.crt");
-    std::fs::write(&ca_file, &sim.pki().ca_cert_pem).expect("write the CA");
     let mut cmd = tokio::process::Command::new(&submit);
     cmd.arg("--master")
         .arg(format!("k8s://{}", sim.url()))
         .arg("--deploy-mode")
         .arg("cluster");
-    for (k, v) in confs(&ca_file.display().to_string(), sim.token()) {
+    for (k, v) in confs() {
         cmd.arg("--conf").arg(format!("{k}={v}"));
     }
     cmd.args([
@@ -132,13 +117,10 @@ async fn spark_submit_creates_driver_pod_service_and_configmap() {
         "local:///opt/spark/examples/jars/spark-examples.jar",
         "1000",
     ]);
-    // fabric8 also auto-configures from the kubeconfig: give it one with token auth. (It cannot
-    // read the PKCS#8 EC client key of the sim's own kubeconfig: "Invalid DER: object is not
-    // integer" from its PKCS1Util.)
-    let kubeconfig = dir.path().join("token-kubeconfig");
-    std::fs::write(&kubeconfig, token_kubeconfig(&sim)).expect("write the kubeconfig");
+    // The sim's own kubeconfig, unchanged: its client certificate and SEC1 EC key are what fabric8
+    // authenticates with, as against a kubeadm cluster with ECDSA keys.
     cmd.env("SPARK_HOME", &spark_home)
-        .env("KUBECONFIG", &kubeconfig)
+        .env("KUBECONFIG", sim.kubeconfig_path())
         .kill_on_drop(true);
     let output = match tokio::time::timeout(SUBMIT_TIMEOUT, cmd.output()).await {
         Ok(result) => result.expect("spark-submit runs (is Java 17 installed?)"),
@@ -154,6 +136,15 @@ async fn spark_submit_creates_driver_pod_service_and_configmap() {
         "spark-submit failed ({}):\n{log}",
         output.status
     );
+
+    // fabric8 authenticated with the kubeconfig's client certificate (no token was given).
+    let creator = sim
+        .audit()
+        .events()
+        .into_iter()
+        .find(|e| e.verb == "create" && e.resource == "pods" && e.namespace.as_deref() == Some(NAMESPACE))
+        .map(|e| e.username);
+    assert_eq!(creator.as_deref(), Some(kube_sim::tls::ADMIN_USER), "{log}");
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     let driver = pods.get("spark-pi-driver").await.expect("the driver pod exists");

@@ -1035,3 +1035,129 @@ async fn validating_admission_can_return_warnings() {
         .unwrap();
     assert_eq!(written.warnings, ["configmaps is deprecated"]);
 }
+
+/// Pod validation through the write path, worded as kube-apiserver words it (one error bare, several
+/// in brackets), and what it accepts.
+#[tokio::test]
+async fn pods_are_refused_and_accepted_as_kube_apiserver_does() {
+    let store = Store::new(StoreConfig::default());
+    let create = |name: &str, container: Value| {
+        let store = store.clone();
+        let body = json!({ "metadata": { "name": name }, "spec": { "containers": [container] } });
+        async move { store.create(&pods(), "ns", body, &opts("t")).await }
+    };
+    let err = create(
+        "x",
+        json!({ "name": "c", "image": "i", "imagePullPolicy": "Sometimes" }),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Pod \"x\" is invalid: spec.containers[0].imagePullPolicy: Unsupported value: \"Sometimes\": supported values: \"Always\", \"IfNotPresent\", \"Never\""
+    );
+    assert_eq!(err.code(), 422);
+    let err = create(
+        "y",
+        json!({ "name": "c", "image": "i", "env": [{ "name": "A=B" }],
+        "ports": [{ "containerPort": 65536 }] }),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Pod \"y\" is invalid: [spec.containers[0].ports[0].containerPort: Invalid value: 65536: must be between 1 and 65535, inclusive, \
+         spec.containers[0].env[0].name: Invalid value: \"A=B\": a valid environment variable name must consist only of printable ASCII characters other than '=']"
+    );
+
+    // A legal 70-character name (a DNS-1123 subdomain may be 253), a relaxed env name and a
+    // relative mount path (the kubelet makes it absolute) are accepted.
+    let long = "a".repeat(70);
+    let created = create(
+        &long,
+        json!({ "name": "c", "image": "i", "env": [{ "name": "my var", "value": "1" }] }),
+    )
+    .await
+    .unwrap();
+    assert_eq!(created.object["metadata"]["name"], long.as_str());
+    let body = json!({ "metadata": { "name": "rel" }, "spec": {
+        "volumes": [{ "name": "data", "emptyDir": {} }],
+        "containers": [{ "name": "c", "image": "i", "volumeMounts": [{ "name": "data", "mountPath": "data" }] }] } });
+    store.create(&pods(), "ns", body, &opts("t")).await.unwrap();
+}
+
+/// CRD validation ratcheting (1.30+, GA in 1.33): an object stored under a looser CRD keeps its
+/// now-invalid value through status writes and unrelated spec changes; changing that value to
+/// another invalid one is refused.
+#[tokio::test]
+async fn crd_validation_ratchets_unchanged_values() {
+    let crd = |max: Option<i64>| {
+        let mut replicas = json!({ "type": "integer" });
+        if let Some(m) = max {
+            replicas["maximum"] = json!(m);
+        }
+        json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": { "name": "things.example.com" },
+            "spec": { "group": "example.com", "scope": "Namespaced",
+                "names": { "plural": "things", "singular": "thing", "kind": "Thing" },
+                "versions": [{ "name": "v1", "served": true, "storage": true, "subresources": { "status": {} },
+                    "schema": { "openAPIV3Schema": { "type": "object", "properties": {
+                        "spec": { "type": "object", "properties": {
+                            "replicas": replicas, "note": { "type": "string" } } },
+                        "status": { "type": "object", "properties": { "state": { "type": "string" } } } } } } }] }
+        })
+    };
+    let store = Store::new(StoreConfig::default());
+    store.create(&crds(), "", crd(None), &opts("t")).await.unwrap();
+    let thing = json!({ "apiVersion": "example.com/v1", "kind": "Thing", "metadata": { "name": "t" },
+        "spec": { "replicas": 50 } });
+    store.create(&things(), "ns", thing, &opts("t")).await.unwrap();
+
+    // Tighten the CRD.
+    let mut tightened = store.get(&crds(), "", "things.example.com").unwrap();
+    let rv_now = rv(&tightened);
+    tightened["spec"] = crd(Some(10))["spec"].clone();
+    tightened["metadata"]["resourceVersion"] = json!(rv_now);
+    store
+        .update(&crds(), "", "things.example.com", tightened, None, &opts("t"))
+        .await
+        .unwrap();
+    let fresh = json!({ "apiVersion": "example.com/v1", "kind": "Thing", "metadata": { "name": "u" },
+        "spec": { "replicas": 50 } });
+    let err = store.create(&things(), "ns", fresh, &opts("t")).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Thing.example.com \"u\" is invalid: spec.replicas: Invalid value: 50: spec.replicas in body should be less than or equal to 10"
+    );
+
+    // A status write keeps the spec as stored: its invalid replicas is unchanged, so it passes.
+    let mut current = store.get(&things(), "ns", "t").unwrap();
+    current["status"] = json!({ "state": "Running" });
+    let written = store
+        .update(&things(), "ns", "t", current, Some("status"), &opts("t"))
+        .await
+        .unwrap();
+    assert_eq!(written.object["status"]["state"], "Running");
+
+    // A spec change elsewhere, replicas kept: passes.
+    let mut current = written.object.clone();
+    current["spec"]["note"] = json!("changed");
+    let written = store
+        .update(&things(), "ns", "t", current, None, &opts("t"))
+        .await
+        .unwrap();
+    assert_eq!(written.object["spec"]["replicas"], 50);
+
+    // Changing replicas to another invalid value is validated and refused.
+    let mut current = written.object.clone();
+    current["spec"]["replicas"] = json!(60);
+    let err = store
+        .update(&things(), "ns", "t", current, None, &opts("t"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "Thing.example.com \"t\" is invalid: spec.replicas: Invalid value: 60: spec.replicas in body should be less than or equal to 10"
+    );
+}

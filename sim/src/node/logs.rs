@@ -228,6 +228,7 @@ pub fn pod_log(store: &Store, data_dir: &Path, namespace: &str, name: &str, q: &
         return Ok(LogBody::Full(body));
     }
     let state = FollowState {
+        cuts: store.watch_cuts(),
         store: store.clone(),
         path,
         namespace: namespace.to_string(),
@@ -244,6 +245,9 @@ pub fn pod_log(store: &Store, data_dir: &Path, namespace: &str, name: &str, q: &
 }
 
 struct FollowState {
+    /// Ends the follow when the server cuts its watches (on shutdown): a follow of a container
+    /// that never stops would otherwise hold the connection, and the process, open.
+    cuts: tokio::sync::watch::Receiver<u64>,
     store: Store,
     path: PathBuf,
     namespace: String,
@@ -282,7 +286,10 @@ async fn follow_next(mut s: FollowState) -> Option<(Bytes, FollowState)> {
             s.done = true;
             continue;
         }
-        tokio::time::sleep(FOLLOW_POLL).await;
+        tokio::select! {
+            _ = tokio::time::sleep(FOLLOW_POLL) => {}
+            _ = s.cuts.changed() => s.done = true,
+        }
     }
 }
 

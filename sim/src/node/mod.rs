@@ -15,6 +15,7 @@
 //!
 //! Everything follows one change feed of the store (`hub.rs`); nothing polls per pod.
 
+mod allocation;
 mod config;
 mod containers;
 pub mod cri;
@@ -45,6 +46,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
+pub use allocation::AllocationStats;
 pub use config::{KubeletConfig, LifecycleConfig, NodeSpec, NodesConfig, PodGc, PodGcParseError, Taint};
 
 use crate::status::ApiError;
@@ -77,6 +79,8 @@ pub(crate) struct Shared {
     pub data_dir: PathBuf,
     pub config: NodesConfig,
     pub hub: Arc<hub::Hub>,
+    /// What each running Spark driver's executor allocator has done.
+    pub allocations: allocation::AllocationLog,
     kubelets: RwLock<BTreeMap<String, Arc<kubelet::Kubelet>>>,
     pub stop: watch::Sender<bool>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
@@ -174,6 +178,7 @@ impl NodeCluster {
             data_dir,
             config: config.clone(),
             hub: hub.clone(),
+            allocations: allocation::AllocationLog::default(),
             kubelets: RwLock::new(BTreeMap::new()),
             stop,
             tasks: Mutex::new(Vec::new()),
@@ -235,6 +240,12 @@ impl NodeCluster {
             root: kubelet.root.clone(),
             kubelet,
         })
+    }
+
+    /// What the executor allocator of the running Spark driver with this application id
+    /// (`spark-app-selector`) has done: rounds and pods per round.
+    pub fn executor_allocation(&self, app_id: &str) -> Option<AllocationStats> {
+        self.shared.allocations.get(app_id)
     }
 
     pub fn node_names(&self) -> Vec<String> {
@@ -314,12 +325,11 @@ impl NodeCluster {
         self.shared.stop.send_replace(true);
         let tasks: Vec<JoinHandle<()>> =
             std::mem::take(&mut *self.shared.tasks.lock().unwrap_or_else(|e| e.into_inner()));
+        // One deadline for all of them: a slow task must not add its wait to every other's.
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(2);
         for t in tasks {
             let abort = t.abort_handle();
-            if tokio::time::timeout(std::time::Duration::from_secs(2), t)
-                .await
-                .is_err()
-            {
+            if tokio::time::timeout_at(deadline, t).await.is_err() {
                 abort.abort();
             }
         }

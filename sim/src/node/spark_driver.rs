@@ -19,6 +19,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::Shared;
+use super::allocation::AllocationConf;
 use super::hub::{PodEvent, label, pods_key};
 use super::process::{Exit, ProcessCtx, Signal, next_signal, run_for};
 use super::script::RunTime;
@@ -149,6 +150,8 @@ struct Driver {
     /// its own count).
     replace_failed: bool,
     next_id: u64,
+    /// How executor creation is paced (`ExecutorPodsAllocator`).
+    alloc: AllocationConf,
     failures: i64,
     max_failures: i64,
     delete_on_termination: bool,
@@ -230,6 +233,15 @@ pub(crate) async fn run(ctx: ProcessCtx, mut signals: watch::Receiver<Signal>) -
     let max_failures = conf
         .int_or("spark.executor.maxNumFailures", default_failures)
         .unwrap_or(default_failures);
+    let alloc = match AllocationConf::from_conf(&conf) {
+        Ok(a) => a,
+        Err(e) => {
+            ctx.err(&format!(
+                "Exception in thread \"main\" java.lang.IllegalArgumentException: requirement failed: {e}"
+            ));
+            return Exit::code(1);
+        }
+    };
     let (tx, rx) = mpsc::unbounded_channel();
     shared.hub.add_driver(&app_id, tx);
     let mut driver = Driver {
@@ -251,11 +263,13 @@ pub(crate) async fn run(ctx: ProcessCtx, mut signals: watch::Receiver<Signal>) -
         newly_running: Vec::new(),
         replace_failed: true,
         next_id: 0,
+        alloc,
         failures: 0,
         max_failures,
     };
     let exit = driver.main(dynamic, instances, max_execs, &mut signals).await;
     shared.hub.remove_driver(&app_id);
+    shared.allocations.remove(&app_id);
     exit
 }
 
@@ -346,16 +360,31 @@ impl Driver {
         }
     }
 
+    /// Creates executors round by round as `ExecutorPodsAllocator` does (see
+    /// [`super::allocation`]) until `target` run.
     async fn static_executors(&mut self, target: i64, signals: &mut watch::Receiver<Signal>) -> Result<(), Stop> {
-        self.ctx.out(&format!(
-            "INFO ExecutorPodsAllocator: Going to request {target} executors from Kubernetes for ResourceProfile Id: 0, target: {target}, known: 0, sharedSlotFromPendingPods: 2147483647."
-        ));
-        for _ in 0..target {
-            self.create_executor().await;
-        }
+        let target = usize::try_from(target).unwrap_or(usize::MAX);
+        let mut next_round = Instant::now();
         loop {
-            let live: Vec<&Executor> = self.execs.values().collect();
-            if live.len() as i64 >= target && live.iter().all(|e| e.running_since.is_some()) {
+            let now = Instant::now();
+            if next_round <= now {
+                let known = self.execs.len();
+                let not_running = self.execs.values().filter(|e| e.running_since.is_none()).count();
+                let n = self.alloc.round_size(target, known, not_running);
+                if n > 0 {
+                    self.ctx.out(&format!(
+                        "INFO ExecutorPodsAllocator: Going to request {n} executors from Kubernetes for ResourceProfile Id: 0, target: {target}, known: {known}, sharedSlotFromPendingPods: {}.",
+                        self.alloc.max_pending.saturating_sub(not_running)
+                    ));
+                }
+                for _ in 0..n {
+                    self.create_executor().await;
+                }
+                self.shared.allocations.record(&self.app_id, n);
+                next_round = now + self.alloc.batch_delay;
+            }
+            let running = self.execs.values().filter(|e| e.running_since.is_some()).count();
+            if running >= target {
                 self.ctx.out("INFO KubernetesClusterSchedulerBackend: SchedulerBackend is ready for scheduling beginning after reached minRegisteredResourcesRatio: 0.8");
                 return Ok(());
             }
@@ -366,6 +395,7 @@ impl Driver {
                         self.observe(ev).await?;
                     }
                 }
+                _ = tokio::time::sleep_until(next_round) => {}
             }
         }
     }

@@ -253,9 +253,10 @@ pub fn prune(info: &ResourceInfo, version: &str, obj: &mut Value) {
     }
 }
 
-/// The CRD's OpenAPI validation.
-pub fn validate(info: &ResourceInfo, version: &str, obj: &Value, causes: &mut Vec<FieldCause>) {
+/// The CRD's OpenAPI validation; on updates (`old`), with CRDValidationRatcheting (GA in 1.33):
+/// errors in values unchanged from the old object are not reported.
+pub fn validate(info: &ResourceInfo, version: &str, obj: &Value, old: Option<&Value>, causes: &mut Vec<FieldCause>) {
     if let Some(schema) = schema_of(info, version) {
-        causes.extend(schema::validate(obj, schema));
+        causes.extend(schema::validate_update(obj, old, schema));
     }
 }

@@ -409,6 +409,12 @@ impl Store {
         self.inner.watch_epoch.send_modify(|e| *e += 1);
     }
 
+    /// Changes whenever [`Store::cut_all_watches`] runs: other long-running streams (followed
+    /// logs) end with the watches, so a shutting-down server has no request that never ends.
+    pub fn watch_cuts(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.watch_epoch.subscribe()
+    }
+
     /// Forgets the history up to now, so that any watch or continue from an older
     /// resourceVersion gets 410 Gone (as after an etcd compaction).
     pub fn compact(&self) {

@@ -198,7 +198,7 @@ impl Store {
         let mut causes = Vec::new();
         validation::object_meta(&info.group, &info.kind, &stored, &mut causes);
         validation::on_create(&info.group, &info.kind, &stored, &mut causes);
-        crd::validate(info, &gvr.version, &stored, &mut causes);
+        crd::validate(info, &gvr.version, &stored, None, &mut causes);
         if !causes.is_empty() {
             return Err(ApiError::invalid(&info.group, &info.kind, meta::name(&stored), causes));
         }
@@ -506,7 +506,7 @@ impl Store {
             if !matches!(part, Part::Binding(_)) {
                 validation::on_update(&info.group, &info.kind, &current, &new, &mut causes);
             }
-            crd::validate(info, &gvr.version, &new, &mut causes);
+            crd::validate(info, &gvr.version, &new, Some(&*current), &mut causes);
             if !causes.is_empty() {
                 return Err(ApiError::invalid(&info.group, &info.kind, name, causes));
             }
