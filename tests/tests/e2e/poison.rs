@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Event, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 use kube_sim::faults::{FaultAction, FaultRule};
 use serde_json::{Value, json};
 use spark_operator_api::{ApplicationStateType as S, SparkApplication};
@@ -48,12 +48,16 @@ fn loosened(mut value: Value) -> Value {
     value
 }
 
+/// Replaces the CRD whole (an apply by another field manager would keep the fields the first one set).
 async fn install_crd(cluster: &Cluster, crd: &CustomResourceDefinition) {
     let crds: Api<CustomResourceDefinition> = Api::all(cluster.client.clone());
     let name = crd.metadata.name.clone().unwrap();
-    crds.patch(&name, &PatchParams::apply("e2e").force(), &Patch::Apply(crd))
+    let current = crds.get(&name).await.expect("the CRD is installed");
+    let mut replacement = crd.clone();
+    replacement.metadata.resource_version = current.metadata.resource_version;
+    crds.replace(&name, &PostParams::default(), &replacement)
         .await
-        .expect("the CRD installs");
+        .expect("the CRD is replaced");
 }
 
 /// Creates a SparkApplication from raw JSON (the Rust types cannot hold the poison ones).
