@@ -27,7 +27,7 @@ pub struct UnreadableApp {
 #[derive(Clone, Debug)]
 pub enum WatchedApp {
     Readable(Arc<SparkApplication>),
-    Unreadable(UnreadableApp),
+    Unreadable(Box<UnreadableApp>),
 }
 
 impl WatchedApp {
@@ -59,7 +59,7 @@ impl WatchedApp {
                         .join("; "),
                     _ => format!("{}: {}", first.path(), redact(&first.inner().to_string())),
                 };
-                Self::Unreadable(UnreadableApp { metadata, reason })
+                Self::Unreadable(Box::new(UnreadableApp { metadata, reason }))
             }
         }
     }
