@@ -40,7 +40,7 @@ pub struct Apps {
 impl Apps {
     /// Starts the watch (all namespaces, or the listed ones); returns the lookup and the task that keeps
     /// the cache, which resolves only if it ends.
-    pub fn watch(client: kube::Client, namespaces: &[String]) -> (Self, impl Future<Output = ()> + Send) {
+    pub fn watch(client: kube::Client, namespaces: &[String]) -> (Self, futures::future::BoxFuture<'static, ()>) {
         let (store, writer) = reflector::store::<WatchedApp>();
         let apis: Vec<Api<WatchedApp>> = if namespaces.is_empty() {
             vec![Api::all(client.clone())]
@@ -51,7 +51,8 @@ impl Apps {
             .into_iter()
             .map(|api| watcher(api, watcher::Config::default()).default_backoff().boxed());
         let merged = futures::stream::select_all(streams);
-        let task = reflector::reflector(writer, merged).for_each(|_| async {});
+        let task: futures::future::BoxFuture<'static, ()> =
+            Box::pin(reflector::reflector(writer, merged).for_each(|_| async {}));
         (Self { client, store }, task)
     }
 

@@ -124,6 +124,7 @@ pub fn mutating(input: &ConfigurationInput) -> MutatingWebhookConfiguration {
             rules: Some(vec![rule(&["CREATE"], "", "pods")]),
             side_effects: "None".into(),
             timeout_seconds: Some(input.timeout_seconds),
+            ..MutatingWebhook::default()
         }]),
     }
 }
@@ -148,7 +149,11 @@ pub fn validating(input: &ConfigurationInput) -> ValidatingWebhookConfiguration 
             ..ObjectMeta::default()
         },
         webhooks: Some(vec![
-            webhook("validate-sparkapplications.sparkoperator.k8s.io", VALIDATE_PATH, "sparkapplications"),
+            webhook(
+                "validate-sparkapplications.sparkoperator.k8s.io",
+                VALIDATE_PATH,
+                "sparkapplications",
+            ),
             webhook(
                 "validate-scheduledsparkapplications.sparkoperator.k8s.io",
                 VALIDATE_SCHEDULED_PATH,
@@ -184,7 +189,10 @@ mod tests {
         assert_eq!(webhook.failure_policy.as_deref(), Some("Fail"));
         assert!(webhook.client_config.ca_bundle.is_none(), "the webhook fills it");
         let selector = webhook.namespace_selector.as_ref().unwrap();
-        assert_eq!(selector.match_expressions.as_ref().unwrap()[0].values.as_ref().unwrap(), &vec!["jobs".to_owned()]);
+        assert_eq!(
+            selector.match_expressions.as_ref().unwrap()[0].values.as_ref().unwrap(),
+            &vec!["jobs".to_owned()]
+        );
         assert_eq!(validating(&input).webhooks.unwrap().len(), 2);
     }
 }

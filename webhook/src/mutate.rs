@@ -37,7 +37,9 @@ pub struct SparkPodClaims {
 }
 
 fn label<'a>(pod: &'a Value, key: &str) -> Option<&'a str> {
-    pod.pointer("/metadata/labels").and_then(|l| l.get(key)).and_then(Value::as_str)
+    pod.pointer("/metadata/labels")
+        .and_then(|l| l.get(key))
+        .and_then(Value::as_str)
 }
 
 /// Which application a pod says it belongs to, and as what; None for pods that are not Spark's.
@@ -60,7 +62,11 @@ pub fn claims(pod: &Value) -> Option<SparkPodClaims> {
 /// Whether `app` is the pod's application as it stands: not being deleted, and running the pod's
 /// submission. A cache that says otherwise is confirmed with a live read before a pod is refused.
 pub fn is_current(app: &SparkApplication, claims: &SparkPodClaims) -> bool {
-    let submission = app.status.as_ref().map(|s| s.submission_id.as_str()).unwrap_or_default();
+    let submission = app
+        .status
+        .as_ref()
+        .map(|s| s.submission_id.as_str())
+        .unwrap_or_default();
     app.metadata.deletion_timestamp.is_none()
         && claims
             .submission_id
@@ -101,7 +107,11 @@ pub fn decide(pod: &Value, namespace: &str, claims: &SparkPodClaims, app: AppVie
             format!("{subject}: its {application} is being deleted"),
         );
     }
-    let current = app.status.as_ref().map(|s| s.submission_id.as_str()).unwrap_or_default();
+    let current = app
+        .status
+        .as_ref()
+        .map(|s| s.submission_id.as_str())
+        .unwrap_or_default();
     if let Some(claimed) = claims.submission_id.as_deref()
         && claimed != current
     {
@@ -118,7 +128,12 @@ pub fn decide(pod: &Value, namespace: &str, claims: &SparkPodClaims, app: AppVie
     let typed: Pod = match serde_json::from_value(pod.clone()) {
         Ok(typed) => typed,
         Err(error) => {
-            return Answer::deny(400, "BadRequest", "undecodable-pod", format!("{subject}: the pod cannot be decoded: {error}"));
+            return Answer::deny(
+                400,
+                "BadRequest",
+                "undecodable-pod",
+                format!("{subject}: the pod cannot be decoded: {error}"),
+            );
         }
     };
     // The controller decorates drivers with the defaulted application; the same here, so a driver the
@@ -132,12 +147,20 @@ pub fn decide(pod: &Value, namespace: &str, claims: &SparkPodClaims, app: AppVie
                 422,
                 "Invalid",
                 "decoration",
-                format!("{subject}: {application}'s settings cannot be applied: {}", ErrorChain(&error)),
+                format!(
+                    "{subject}: {application}'s settings cannot be applied: {}",
+                    ErrorChain(&error)
+                ),
             );
         }
     };
     let (Ok(before), Ok(after)) = (serde_json::to_value(&typed), serde_json::to_value(&decorated)) else {
-        return Answer::deny(500, "InternalError", "internal", format!("{subject}: the decorated pod could not be encoded"));
+        return Answer::deny(
+            500,
+            "InternalError",
+            "internal",
+            format!("{subject}: the decorated pod could not be encoded"),
+        );
     };
     let patch = json_patch::diff(&before, &after);
     let mut answer = Answer::allow();
@@ -199,7 +222,10 @@ mod tests {
         let patched = apply(&pod, &answer.patch);
         assert_eq!(patched["spec"]["nodeSelector"]["disk"], "ssd");
         assert_eq!(patched["spec"]["tolerations"][0]["key"], "spark");
-        assert!(patched["spec"]["containers"][0]["env"].to_string().contains("TEAM"), "{patched}");
+        assert!(
+            patched["spec"]["containers"][0]["env"].to_string().contains("TEAM"),
+            "{patched}"
+        );
         let again = decide(&patched, "jobs", &claims, AppView::Found(&app));
         assert!(again.patch.is_empty(), "{:?}", again.patch);
     }
@@ -209,11 +235,25 @@ mod tests {
         let pod = executor("s-1");
         let claims = claims(&pod).unwrap();
         let gone = decide(&pod, "jobs", &claims, AppView::Gone).denial.unwrap();
-        assert!(gone.message.contains("SparkApplication jobs/pi does not exist"), "{}", gone.message);
+        assert!(
+            gone.message.contains("SparkApplication jobs/pi does not exist"),
+            "{}",
+            gone.message
+        );
         let mut deleting = app("s-1");
-        deleting.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH));
-        assert_eq!(decide(&pod, "jobs", &claims, AppView::Found(&deleting)).denial.unwrap().cause, "application-deleted");
-        let stale = decide(&pod, "jobs", &claims, AppView::Found(&app("s-2"))).denial.unwrap();
+        deleting.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            jiff::Timestamp::UNIX_EPOCH,
+        ));
+        assert_eq!(
+            decide(&pod, "jobs", &claims, AppView::Found(&deleting))
+                .denial
+                .unwrap()
+                .cause,
+            "application-deleted"
+        );
+        let stale = decide(&pod, "jobs", &claims, AppView::Found(&app("s-2")))
+            .denial
+            .unwrap();
         assert_eq!(stale.cause, "stale-submission");
         assert!(!is_current(&app("s-2"), &claims) && is_current(&app("s-1"), &claims));
     }

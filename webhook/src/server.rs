@@ -119,8 +119,12 @@ impl Render for Metrics {
     fn render(&self, out: &mut String) {
         use std::fmt::Write as _;
         let name = "spark_operator_webhook_admissions";
-        let _ = writeln!(out, "# HELP {name} Admission reviews answered, by kind, operation and result\n# TYPE {name} counter");
-        for ((kind, operation, result), count) in self.admissions.lock().unwrap_or_else(PoisonError::into_inner).iter() {
+        let _ = writeln!(
+            out,
+            "# HELP {name} Admission reviews answered, by kind, operation and result\n# TYPE {name} counter"
+        );
+        for ((kind, operation, result), count) in self.admissions.lock().unwrap_or_else(PoisonError::into_inner).iter()
+        {
             let _ = writeln!(
                 out,
                 "{name}{{kind=\"{}\",operation=\"{}\",result=\"{result}\"}} {count}",
@@ -129,7 +133,10 @@ impl Render for Metrics {
             );
         }
         let name = "spark_operator_webhook_denials";
-        let _ = writeln!(out, "# HELP {name} Admission reviews denied, by cause\n# TYPE {name} counter");
+        let _ = writeln!(
+            out,
+            "# HELP {name} Admission reviews denied, by cause\n# TYPE {name} counter"
+        );
         for (cause, count) in self.denials.lock().unwrap_or_else(PoisonError::into_inner).iter() {
             let _ = writeln!(out, "{name}{{cause=\"{cause}\"}} {count}");
         }
@@ -140,7 +147,12 @@ impl Render for Metrics {
             self.malformed.get(),
         );
         if let Some(h) = &self.mutation_latency {
-            write_histogram(out, "spark_operator_webhook_mutation_latency_seconds", "Time to answer one pod mutation", h);
+            write_histogram(
+                out,
+                "spark_operator_webhook_mutation_latency_seconds",
+                "Time to answer one pod mutation",
+                h,
+            );
         }
         if let Some(h) = &self.validation_latency {
             write_histogram(
@@ -172,12 +184,19 @@ fn respond(status: StatusCode, body: Vec<u8>) -> Response<Full<Bytes>> {
 }
 
 fn bad_request(message: &str) -> Response<Full<Bytes>> {
-    respond(StatusCode::BAD_REQUEST, serde_json::json!({ "error": message }).to_string().into_bytes())
+    respond(
+        StatusCode::BAD_REQUEST,
+        serde_json::json!({ "error": message }).to_string().into_bytes(),
+    )
 }
 
 async fn mutate_pod(shared: &Shared, request: &review::Request) -> Answer {
-    let Some(pod) = &request.object else { return Answer::allow() };
-    let Some(claims) = mutate::claims(pod) else { return Answer::allow() };
+    let Some(pod) = &request.object else {
+        return Answer::allow();
+    };
+    let Some(claims) = mutate::claims(pod) else {
+        return Answer::allow();
+    };
     let namespace = request.namespace.clone().unwrap_or_default();
     let found = match shared.apps.find(&namespace, &claims).await {
         Ok(found) => found,
@@ -246,7 +265,9 @@ async fn handle(request: Request<Incoming>, shared: &Shared) -> Response<Full<By
         Ok(body) => body.to_bytes(),
         Err(_) => {
             shared.metrics.malformed.inc();
-            return bad_request(&format!("the body could not be read or is larger than {MAX_BODY} bytes"));
+            return bad_request(&format!(
+                "the body could not be read or is larger than {MAX_BODY} bytes"
+            ));
         }
     };
     let review = match review::parse(&body) {
@@ -316,7 +337,9 @@ pub async fn run(args: WebhookArgs, runtime: &Runtime) -> Result<(), Error> {
             _ = shutdown.fired() => break,
         };
         let Ok((stream, _)) = accepted else { continue };
-        let Ok(slot) = slots.clone().acquire_owned().await else { break };
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            break;
+        };
         let shared = shared.clone();
         connections.spawn(async move {
             let service = service_fn(move |request| {
@@ -326,7 +349,6 @@ pub async fn run(args: WebhookArgs, runtime: &Runtime) -> Result<(), Error> {
             let _ = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(Duration::from_secs(5))
-                .keep_alive(false)
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
             drop(slot);

@@ -47,7 +47,10 @@ pub fn check(request: &Request) -> Checked {
         Err(error) => {
             return Checked {
                 subject: format!("{}.sparkoperator.k8s.io", request.kind),
-                errors: vec![FieldError::new(spark_operator_api::FieldPath::root(), error.to_string())],
+                errors: vec![FieldError::new(
+                    spark_operator_api::FieldPath::root(),
+                    error.to_string(),
+                )],
                 ..Checked::default()
             };
         }
@@ -62,7 +65,12 @@ pub fn check(request: &Request) -> Checked {
         .warnings
         .iter()
         .map(ToString::to_string)
-        .chain(check.unknown_fields.iter().map(|u| format!("{}: {}", u.path, u.message())))
+        .chain(
+            check
+                .unknown_fields
+                .iter()
+                .map(|u| format!("{}: {}", u.path, u.message())),
+        )
         .collect();
     Checked {
         subject: format!(
@@ -97,7 +105,10 @@ pub fn verdict(checked: Checked, outcomes: &[(OwnerLookup, OwnerLookupOutcome)])
         Answer::allow()
     } else {
         let listed: Vec<String> = errors.iter().map(ToString::to_string).collect();
-        let cause = if errors.iter().any(|e| e.path.as_str().starts_with("metadata.ownerReferences")) {
+        let cause = if errors
+            .iter()
+            .any(|e| e.path.as_str().starts_with("metadata.ownerReferences"))
+        {
             "owner-reference"
         } else {
             "invalid-spec"
@@ -158,21 +169,38 @@ mod tests {
         let answer = verdict(checked, &outcomes);
         let denial = answer.denial.unwrap();
         assert_eq!(denial.code, 422);
-        assert!(denial.message.starts_with(r#"SparkApplication.sparkoperator.k8s.io "pi" is invalid: "#), "{}", denial.message);
+        assert!(
+            denial
+                .message
+                .starts_with(r#"SparkApplication.sparkoperator.k8s.io "pi" is invalid: "#),
+            "{}",
+            denial.message
+        );
         assert!(denial.message.contains("spec.driver.memory"), "{}", denial.message);
-        assert!(denial.message.contains("metadata.ownerReferences[0]"), "{}", denial.message);
+        assert!(
+            denial.message.contains("metadata.ownerReferences[0]"),
+            "{}",
+            denial.message
+        );
         assert!(denial.message.contains("garbage-collects"), "{}", denial.message);
     }
 
     #[test]
     fn a_same_namespace_owner_is_admitted_and_an_unserved_kind_warned_about() {
         let checked = check(&request(app("512m", owner())));
-        let found = vec![(checked.lookups[0].clone(), OwnerLookupOutcome::Found { uid: "w-1".into() })];
+        let found = vec![(
+            checked.lookups[0].clone(),
+            OwnerLookupOutcome::Found { uid: "w-1".into() },
+        )];
         assert!(verdict(checked.clone(), &found).allowed());
         let unknown = vec![(checked.lookups[0].clone(), OwnerLookupOutcome::UnknownKind)];
         let answer = verdict(checked, &unknown);
         assert!(answer.allowed());
-        assert!(answer.warnings.iter().any(|w| w.contains("does not serve")), "{:?}", answer.warnings);
+        assert!(
+            answer.warnings.iter().any(|w| w.contains("does not serve")),
+            "{:?}",
+            answer.warnings
+        );
     }
 
     #[test]
