@@ -110,6 +110,7 @@ pub async fn dev(args: DevArgs, out: &mut impl Write) -> anyhow::Result<()> {
         webhook: Some(WebhookArgs {
             // Not registered with the cluster until the webhook serves TLS; any free port.
             webhook_address: Listen::On(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
+            namespaces: Vec::new(),
         }),
     };
     let result = serve(components, runtime).await;

@@ -62,9 +62,14 @@ pub async fn serve(components: Components, runtime: Runtime) -> Result<(), Opera
 pub async fn operator(args: OperatorArgs) -> Result<(), OperatorError> {
     let config = client::config_from(args.runtime.kubeconfig.as_deref()).await?;
     let runtime = Runtime::start(config, args.runtime.settings(), Shutdown::on_signals()).await?;
+    let mut webhook = args.webhook;
+    // The webhook caches the applications of the controller's namespaces.
+    if let spark_operator_controller::config::NamespaceScope::List(namespaces) = args.controller.namespace_scope() {
+        webhook.namespaces = namespaces;
+    }
     let components = Components {
         controller: Some(args.controller),
-        webhook: Some(args.webhook),
+        webhook: Some(webhook),
     };
     serve(components, runtime).await
 }

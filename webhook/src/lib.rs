@@ -1,12 +1,20 @@
 //! The admission webhook, a component of the `operator` process that serves on every replica, leader or
-//! not. Today it is a skeleton: it validates SparkApplications and ScheduledSparkApplications with the
-//! checks `spark-operator validate` runs (every error with its field path, in one denial), over plain
-//! HTTP. TLS with shared certificates, pod mutation and the ownership checks are issue 10's.
+//! not.
 //!
-//! - [`review`]: AdmissionReview in, AdmissionReview out (pure).
-//! - [`server`]: the HTTP server and its readiness.
+//! - [`review`]: AdmissionReview in, answer out (pure).
+//! - [`validate`]: SparkApplications and ScheduledSparkApplications checked as `spark-operator validate`
+//!   checks them, plus the ownerReference check ([`owners`] makes its lookups).
+//! - [`mutate`]: Spark pods decorated with all of their application's settings, or refused (pure);
+//!   [`apps`] finds the application (cache, then a live read).
+//! - [`configuration`]: the webhook configurations the installer registers.
+//! - [`server`]: the server, its metrics, Events and readiness.
 
+pub mod apps;
+pub mod configuration;
+pub mod mutate;
+pub mod owners;
 pub mod review;
 pub mod server;
+pub mod validate;
 
 pub use server::{Error, WebhookArgs, run};

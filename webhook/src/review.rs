@@ -1,8 +1,8 @@
-//! One AdmissionReview (`admission.k8s.io/v1`) answered: pure, so the server and tests share it.
+//! AdmissionReview (`admission.k8s.io/v1`) in and out: parsing the request and building the answer. Pure,
+//! so the server, the benchmark and the tests share it.
 
+use base64::Engine as _;
 use serde_json::{Value, json};
-use spark_operator_api::manifest::check_manifest;
-use spark_operator_api::validation::ValidationContext;
 
 /// Why a body is not an AdmissionReview we can answer (the server answers 400 with this).
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
@@ -13,115 +13,139 @@ pub enum ReviewError {
     NotAReview,
 }
 
-/// Answers a validating review: allowed when the object has no errors, else denied with every error
-/// (`path: message`, as `spark-operator validate` prints them). Objects of other kinds are allowed.
-pub fn validate(body: &[u8]) -> Result<Value, ReviewError> {
-    let review: Value = serde_json::from_slice(body).map_err(|_| ReviewError::NotJson)?;
-    let request = review.get("request").ok_or(ReviewError::NotAReview)?;
-    let uid = request
-        .get("uid")
-        .and_then(Value::as_str)
-        .ok_or(ReviewError::NotAReview)?;
-    let namespace = request.get("namespace").and_then(Value::as_str);
-    let Some(object) = request.get("object").filter(|o| !o.is_null()) else {
-        // DELETE carries no object: nothing to check.
-        return Ok(answer(uid, true, None, &[]));
-    };
-    let context = ValidationContext { namespace };
-    let check = match check_manifest(object, &context) {
-        Ok(Some(check)) => check,
-        Ok(None) => return Ok(answer(uid, true, None, &[])),
-        Err(error) => return Ok(answer(uid, false, Some(error.to_string()), &[])),
-    };
-    let warnings: Vec<String> = check
-        .report
-        .warnings
-        .iter()
-        .map(ToString::to_string)
-        .chain(
-            check
-                .unknown_fields
-                .iter()
-                .map(|u| format!("{}: {}", u.path, u.message())),
-        )
-        .collect();
-    if check.report.errors.is_empty() {
-        return Ok(answer(uid, true, None, &warnings));
-    }
-    let errors: Vec<String> = check.report.errors.iter().map(ToString::to_string).collect();
-    let name = check.name.as_deref().unwrap_or("");
-    let message = format!(
-        "{kind}.sparkoperator.k8s.io {name:?} is invalid: {errors}",
-        kind = check.kind.as_str(),
-        errors = errors.join("; ")
-    );
-    Ok(answer(uid, false, Some(message), &warnings))
+/// The parts of an admission request the webhook reads.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Request {
+    pub uid: String,
+    /// The object's kind (`request.kind.kind`), e.g. `Pod`, `SparkApplication`.
+    pub kind: String,
+    /// `CREATE`, `UPDATE`, `DELETE`, `CONNECT`.
+    pub operation: String,
+    pub namespace: Option<String>,
+    /// The object as it would be stored; None for DELETE.
+    pub object: Option<Value>,
+    /// Who asked (`request.userInfo.username`).
+    pub username: String,
+    /// A server-side dry run: no side effects (no Events) may come of it.
+    pub dry_run: bool,
 }
 
-fn answer(uid: &str, allowed: bool, message: Option<String>, warnings: &[String]) -> Value {
-    let mut response = json!({ "uid": uid, "allowed": allowed });
-    if let Some(message) = message {
-        response["status"] = json!({
-            "status": "Failure",
-            "code": 422,
-            "reason": "Invalid",
-            "message": message,
-        });
-    }
-    if !warnings.is_empty() {
-        response["warnings"] = json!(warnings);
-    }
-    json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "response": response,
+/// Parses an AdmissionReview body.
+pub fn parse(body: &[u8]) -> Result<Request, ReviewError> {
+    let review: Value = serde_json::from_slice(body).map_err(|_| ReviewError::NotJson)?;
+    let request = review.get("request").ok_or(ReviewError::NotAReview)?;
+    let text = |value: Option<&Value>| value.and_then(Value::as_str).map(str::to_owned);
+    let uid = text(request.get("uid")).ok_or(ReviewError::NotAReview)?;
+    Ok(Request {
+        uid,
+        kind: text(request.pointer("/kind/kind")).unwrap_or_default(),
+        operation: text(request.get("operation")).unwrap_or_default(),
+        namespace: text(request.get("namespace")).filter(|n| !n.is_empty()),
+        object: request.get("object").filter(|o| !o.is_null()).cloned(),
+        username: text(request.pointer("/userInfo/username")).unwrap_or_default(),
+        dry_run: request.get("dryRun").and_then(Value::as_bool).unwrap_or(false),
     })
+}
+
+/// A refusal, as kube-apiserver shows it to the client (`kubectl` prints the message).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Denial {
+    pub code: u16,
+    /// A Status reason (`Invalid`, `Forbidden`, ...).
+    pub reason: &'static str,
+    pub message: String,
+    /// What the denial metric counts it under (`invalid-spec`, `application-gone`, ...).
+    pub cause: &'static str,
+}
+
+/// The webhook's answer to one request.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Answer {
+    pub denial: Option<Denial>,
+    /// JSONPatch operations to apply (mutation only).
+    pub patch: Vec<Value>,
+    pub warnings: Vec<String>,
+}
+
+impl Answer {
+    pub fn allow() -> Self {
+        Self::default()
+    }
+
+    pub fn deny(code: u16, reason: &'static str, cause: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            denial: Some(Denial {
+                code,
+                reason,
+                message: message.into(),
+                cause,
+            }),
+            ..Self::default()
+        }
+    }
+
+    pub fn allowed(&self) -> bool {
+        self.denial.is_none()
+    }
+
+    /// The AdmissionReview to send back for request `uid`.
+    pub fn review(&self, uid: &str) -> Value {
+        let mut response = json!({ "uid": uid, "allowed": self.allowed() });
+        if let Some(denial) = &self.denial {
+            response["status"] = json!({
+                "status": "Failure",
+                "code": denial.code,
+                "reason": denial.reason,
+                "message": denial.message,
+            });
+        }
+        if !self.patch.is_empty() && self.allowed() {
+            let patch = serde_json::to_vec(&self.patch).unwrap_or_default();
+            response["patchType"] = json!("JSONPatch");
+            response["patch"] = json!(base64::engine::general_purpose::STANDARD.encode(patch));
+        }
+        if !self.warnings.is_empty() {
+            response["warnings"] = json!(self.warnings);
+        }
+        json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "response": response,
+        })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn review(object: Value) -> Vec<u8> {
-        serde_json::to_vec(&json!({
-            "apiVersion": "admission.k8s.io/v1",
-            "kind": "AdmissionReview",
-            "request": { "uid": "u-1", "namespace": "default", "operation": "CREATE", "object": object },
-        }))
-        .unwrap()
-    }
-
-    fn app(memory: &str) -> Value {
-        json!({
-            "apiVersion": "sparkoperator.k8s.io/v1beta2",
-            "kind": "SparkApplication",
-            "metadata": { "name": "pi", "namespace": "default" },
-            "spec": {
-                "type": "Scala", "mode": "cluster", "sparkVersion": "4.0.0", "image": "spark:4.0.0",
-                "mainClass": "org.apache.spark.examples.SparkPi",
-                "mainApplicationFile": "local:///opt/spark/examples/jars/spark-examples.jar",
-                "driver": { "cores": 1, "memory": memory },
-                "executor": { "cores": 1, "instances": 1, "memory": "512m" }
-            }
-        })
-    }
-
     #[test]
-    fn a_valid_application_is_allowed_and_an_invalid_one_denied_with_its_field() {
-        let allowed = validate(&review(app("512m"))).unwrap();
-        assert_eq!(allowed["response"]["uid"], "u-1");
-        assert_eq!(allowed["response"]["allowed"], true, "{allowed}");
-        let denied = validate(&review(app("lots"))).unwrap();
-        assert_eq!(denied["response"]["allowed"], false, "{denied}");
-        let message = denied["response"]["status"]["message"].as_str().unwrap();
-        assert!(message.contains("spec.driver.memory"), "{message}");
+    fn a_request_parses_and_an_answer_carries_its_patch_and_denial() {
+        let body = json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": { "uid": "u-1", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                "operation": "CREATE", "namespace": "jobs", "object": {"metadata": {"name": "p"}},
+                "userInfo": {"username": "system:serviceaccount:jobs:spark"}, "dryRun": true }
+        });
+        let request = parse(&serde_json::to_vec(&body).unwrap()).unwrap();
+        assert_eq!((request.kind.as_str(), request.operation.as_str()), ("Pod", "CREATE"));
+        assert_eq!(request.namespace.as_deref(), Some("jobs"));
+        assert!(request.dry_run);
+        let mut answer = Answer::allow();
+        answer.patch = vec![json!({"op": "add", "path": "/metadata/labels", "value": {}})];
+        let review = answer.review("u-1");
+        assert_eq!(review["response"]["patchType"], "JSONPatch");
+        assert!(review["response"]["patch"].as_str().is_some_and(|p| !p.is_empty()));
+        let denied = Answer::deny(403, "Forbidden", "application-gone", "no").review("u-2");
+        assert_eq!(denied["response"]["allowed"], false);
+        assert_eq!(denied["response"]["status"]["code"], 403);
+        assert!(denied["response"].get("patch").is_none());
     }
 
     #[test]
     fn garbage_is_refused_with_a_reason() {
-        assert_eq!(validate(b"{").unwrap_err(), ReviewError::NotJson);
-        assert_eq!(validate(b"{\"request\":{}}").unwrap_err(), ReviewError::NotAReview);
-        let other = validate(&review(json!({"apiVersion": "v1", "kind": "ConfigMap"}))).unwrap();
-        assert_eq!(other["response"]["allowed"], true);
+        assert_eq!(parse(b"{").unwrap_err(), ReviewError::NotJson);
+        assert_eq!(parse(b"{\"request\":{}}").unwrap_err(), ReviewError::NotAReview);
+        assert_eq!(parse(b"[]").unwrap_err(), ReviewError::NotAReview);
     }
 }

@@ -1,10 +1,11 @@
-//! The webhook's HTTP server. Plain HTTP until the certificate work lands (issue 10): kube-apiserver
-//! calls webhooks over HTTPS only, so today it is reachable by tests and by `dev`, not registered.
+//! The webhook's server: admission reviews in, answers out. Serves on every replica, leader or not.
+//! Plain HTTP until a TLS acceptor is given (kube-apiserver calls webhooks over HTTPS only).
 
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
@@ -12,27 +13,45 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use spark_operator_runtime::Runtime;
 use spark_operator_runtime::args::{Listen, parse_listen};
+use spark_operator_runtime::error_chain::ErrorChain;
 use spark_operator_runtime::metrics::{Counter, Histogram, LATENCY_SECONDS, Render, write_counter, write_histogram};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use crate::review;
+use crate::apps::{Apps, Found};
+use crate::mutate::{self, AppView};
+use crate::owners::Owners;
+use crate::review::{self, Answer};
+use crate::validate;
 
+/// Path of the pod mutation, as Kubeflow's webhook names it.
+pub const MUTATE_POD_PATH: &str = "/mutate--v1-pod";
 /// Path of the SparkApplication validation, as Kubeflow's webhook names it.
 pub const VALIDATE_PATH: &str = "/validate-sparkoperator-k8s-io-v1beta2-sparkapplication";
+/// Path of the ScheduledSparkApplication validation.
+pub const VALIDATE_SCHEDULED_PATH: &str = "/validate-sparkoperator-k8s-io-v1beta2-scheduledsparkapplication";
 /// The largest AdmissionReview read (kube-apiserver's own request limit is 3 MiB).
 const MAX_BODY: usize = 3 * 1024 * 1024;
-/// Reviews served at once.
+/// Connections served at once.
 const MAX_CONNECTIONS: usize = 256;
+/// How long in-flight reviews may take to finish on shutdown.
+const DRAIN: Duration = Duration::from_secs(10);
 
 #[derive(Clone, Debug, clap::Args)]
 pub struct WebhookArgs {
     /// Address the admission webhook listens on; `off` to serve no admission.
     #[arg(long, default_value = "0.0.0.0:9443", value_parser = parse_listen)]
     pub webhook_address: Listen,
+
+    /// Namespaces whose applications the webhook caches (the controller's scope; empty: all). Set by the
+    /// process that composes the webhook, not a flag of its own.
+    #[arg(skip)]
+    pub namespaces: Vec<String>,
 }
 
 /// Why the webhook could not serve.
@@ -47,40 +66,111 @@ pub enum Error {
 }
 
 /// What the webhook counts.
+#[derive(Default)]
 struct Metrics {
-    allowed: Counter,
-    denied: Counter,
+    /// By (kind, operation, result).
+    admissions: Mutex<BTreeMap<(String, String, &'static str), u64>>,
+    /// By cause.
+    denials: Mutex<BTreeMap<&'static str, u64>>,
     malformed: Counter,
-    latency: Histogram,
+    mutation_latency: Option<Histogram>,
+    validation_latency: Option<Histogram>,
+}
+
+impl Metrics {
+    fn new() -> Self {
+        Self {
+            mutation_latency: Some(Histogram::new(LATENCY_SECONDS)),
+            validation_latency: Some(Histogram::new(LATENCY_SECONDS)),
+            ..Self::default()
+        }
+    }
+
+    fn count(&self, request: &review::Request, answer: &Answer) {
+        let result = if answer.allowed() { "allowed" } else { "denied" };
+        let key = (request.kind.clone(), request.operation.clone(), result);
+        *self
+            .admissions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(key)
+            .or_default() += 1;
+        if let Some(denial) = &answer.denial {
+            *self
+                .denials
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(denial.cause)
+                .or_default() += 1;
+        }
+    }
+}
+
+/// Label values come from requests: keep them printable and quote-free.
+fn label_value(value: &str) -> String {
+    value
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        .take(64)
+        .collect()
 }
 
 impl Render for Metrics {
     fn render(&self, out: &mut String) {
-        write_counter(
+        use std::fmt::Write as _;
+        let name = "spark_operator_webhook_admissions";
+        let _ = writeln!(
             out,
-            "spark_operator_webhook_allowed",
-            "Admission reviews allowed",
-            self.allowed.get(),
+            "# HELP {name} Admission reviews answered, by kind, operation and result\n# TYPE {name} counter"
         );
-        write_counter(
+        for ((kind, operation, result), count) in self.admissions.lock().unwrap_or_else(PoisonError::into_inner).iter()
+        {
+            let _ = writeln!(
+                out,
+                "{name}{{kind=\"{}\",operation=\"{}\",result=\"{result}\"}} {count}",
+                label_value(kind),
+                label_value(operation)
+            );
+        }
+        let name = "spark_operator_webhook_denials";
+        let _ = writeln!(
             out,
-            "spark_operator_webhook_denied",
-            "Admission reviews denied",
-            self.denied.get(),
+            "# HELP {name} Admission reviews denied, by cause\n# TYPE {name} counter"
         );
+        for (cause, count) in self.denials.lock().unwrap_or_else(PoisonError::into_inner).iter() {
+            let _ = writeln!(out, "{name}{{cause=\"{cause}\"}} {count}");
+        }
         write_counter(
             out,
             "spark_operator_webhook_malformed",
             "Requests that were not admission reviews (answered 400)",
             self.malformed.get(),
         );
-        write_histogram(
-            out,
-            "spark_operator_webhook_latency_seconds",
-            "Time to answer one admission review",
-            &self.latency,
-        );
+        if let Some(h) = &self.mutation_latency {
+            write_histogram(
+                out,
+                "spark_operator_webhook_mutation_latency_seconds",
+                "Time to answer one pod mutation",
+                h,
+            );
+        }
+        if let Some(h) = &self.validation_latency {
+            write_histogram(
+                out,
+                "spark_operator_webhook_validation_latency_seconds",
+                "Time to answer one application validation",
+                h,
+            );
+        }
     }
+}
+
+/// What every request shares.
+struct Shared {
+    apps: Apps,
+    owners: Owners,
+    metrics: Arc<Metrics>,
+    recorder: Recorder,
 }
 
 fn respond(status: StatusCode, body: Vec<u8>) -> Response<Full<Bytes>> {
@@ -93,44 +183,119 @@ fn respond(status: StatusCode, body: Vec<u8>) -> Response<Full<Bytes>> {
     response
 }
 
-async fn handle(request: Request<Incoming>, metrics: &Metrics) -> Response<Full<Bytes>> {
-    if request.method() != Method::POST || request.uri().path() != VALIDATE_PATH {
+fn bad_request(message: &str) -> Response<Full<Bytes>> {
+    respond(
+        StatusCode::BAD_REQUEST,
+        serde_json::json!({ "error": message }).to_string().into_bytes(),
+    )
+}
+
+async fn mutate_pod(shared: &Shared, request: &review::Request) -> Answer {
+    let Some(pod) = &request.object else {
+        return Answer::allow();
+    };
+    let Some(claims) = mutate::claims(pod) else {
+        return Answer::allow();
+    };
+    let namespace = request.namespace.clone().unwrap_or_default();
+    let found = match shared.apps.find(&namespace, &claims).await {
+        Ok(found) => found,
+        Err(error) => {
+            return Answer::deny(
+                500,
+                "InternalError",
+                "lookup-failed",
+                format!("pods {:?} is forbidden: {}; retry", claims.name, ErrorChain(&error)),
+            );
+        }
+    };
+    let answer = match &found {
+        Found::Gone => mutate::decide(pod, &namespace, &claims, AppView::Gone),
+        Found::App(watched) => match watched.as_ref() {
+            spark_operator_api::watched::WatchedApp::Readable(app) => {
+                mutate::decide(pod, &namespace, &claims, AppView::Found(app))
+            }
+            spark_operator_api::watched::WatchedApp::Unreadable(unreadable) => {
+                mutate::decide(pod, &namespace, &claims, AppView::Unreadable(&unreadable.reason))
+            }
+        },
+    };
+    // The application's own record of why its pod was refused (never for dry runs).
+    if let (Some(denial), Found::App(watched), false) = (&answer.denial, &found, request.dry_run) {
+        let metadata = kube::Resource::meta(watched.as_ref());
+        let reference = ObjectReference {
+            api_version: Some("sparkoperator.k8s.io/v1beta2".into()),
+            kind: Some("SparkApplication".into()),
+            name: metadata.name.clone(),
+            namespace: metadata.namespace.clone(),
+            uid: metadata.uid.clone(),
+            ..ObjectReference::default()
+        };
+        let event = Event {
+            type_: EventType::Warning,
+            reason: "SparkPodRefused".into(),
+            note: Some(denial.message.chars().take(1000).collect()),
+            action: "Admit".into(),
+            secondary: None,
+        };
+        let recorder = shared.recorder.clone();
+        tokio::spawn(async move {
+            if let Err(error) = recorder.publish(&event, &reference).await {
+                tracing::debug!(error = %ErrorChain(&error), "could not publish an event");
+            }
+        });
+    }
+    answer
+}
+
+async fn validate_app(shared: &Shared, request: &review::Request) -> Answer {
+    let checked = validate::check(request);
+    let outcomes = shared.owners.look_up_all(&checked.lookups).await;
+    validate::verdict(checked, &outcomes)
+}
+
+async fn handle(request: Request<Incoming>, shared: &Shared) -> Response<Full<Bytes>> {
+    let path = request.uri().path().to_owned();
+    let mutation = path == MUTATE_POD_PATH;
+    if request.method() != Method::POST || !(mutation || path == VALIDATE_PATH || path == VALIDATE_SCHEDULED_PATH) {
         return respond(StatusCode::NOT_FOUND, br#"{"error":"not found"}"#.to_vec());
     }
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     let body = match Limited::new(request.into_body(), MAX_BODY).collect().await {
         Ok(body) => body.to_bytes(),
         Err(_) => {
-            metrics.malformed.inc();
-            let message = format!(r#"{{"error":"the body could not be read or is larger than {MAX_BODY} bytes"}}"#);
-            return respond(StatusCode::BAD_REQUEST, message.into_bytes());
+            shared.metrics.malformed.inc();
+            return bad_request(&format!(
+                "the body could not be read or is larger than {MAX_BODY} bytes"
+            ));
         }
     };
-    let response = match review::validate(&body) {
-        Ok(answer) => {
-            if answer["response"]["allowed"] == true {
-                metrics.allowed.inc();
-            } else {
-                metrics.denied.inc();
-            }
-            respond(StatusCode::OK, answer.to_string().into_bytes())
-        }
+    let review = match review::parse(&body) {
+        Ok(review) => review,
         Err(error) => {
-            metrics.malformed.inc();
-            respond(
-                StatusCode::BAD_REQUEST,
-                serde_json::json!({ "error": error.to_string() })
-                    .to_string()
-                    .into_bytes(),
-            )
+            shared.metrics.malformed.inc();
+            return bad_request(&error.to_string());
         }
     };
-    metrics.latency.observe(started.elapsed().as_secs_f64());
-    response
+    let answer = if mutation {
+        mutate_pod(shared, &review).await
+    } else {
+        validate_app(shared, &review).await
+    };
+    shared.metrics.count(&review, &answer);
+    let latency = if mutation {
+        &shared.metrics.mutation_latency
+    } else {
+        &shared.metrics.validation_latency
+    };
+    if let Some(histogram) = latency {
+        histogram.observe(started.elapsed().as_secs_f64());
+    }
+    respond(StatusCode::OK, answer.review(&review.uid).to_string().into_bytes())
 }
 
-/// Serves admission reviews until the runtime shuts down, then drains the reviews in flight. Ready
-/// (in `/readyz`) once listening.
+/// Serves admission reviews until the runtime shuts down, then drains the reviews in flight. Ready (in
+/// `/readyz`) once listening with the application cache synced.
 pub async fn run(args: WebhookArgs, runtime: &Runtime) -> Result<(), Error> {
     let Listen::On(address) = args.webhook_address else {
         return Ok(());
@@ -142,15 +307,26 @@ pub async fn run(args: WebhookArgs, runtime: &Runtime) -> Result<(), Error> {
     let bound = listener
         .local_addr()
         .map_err(|source| Error::Bind { address, source })?;
-    let metrics = Arc::new(Metrics {
-        allowed: Counter::default(),
-        denied: Counter::default(),
-        malformed: Counter::default(),
-        latency: Histogram::new(LATENCY_SECONDS),
-    });
+    let metrics = Arc::new(Metrics::new());
     runtime.metrics().register(metrics.clone());
+    let client = runtime.client();
+    let (apps, cache) = Apps::watch(client.clone(), &args.namespaces);
+    let cache = spark_operator_runtime::task::AbortOnDrop(tokio::spawn(cache));
+    let reporter = Reporter {
+        controller: "spark-operator-webhook".into(),
+        instance: Some(runtime.identity().to_owned()),
+    };
+    let shared = Arc::new(Shared {
+        apps: apps.clone(),
+        owners: Owners::new(client.clone()),
+        metrics,
+        recorder: Recorder::new(client, reporter),
+    });
     tracing::info!(%bound, "serving admission reviews (HTTP)");
-    ready.set(true);
+    let _synced = spark_operator_runtime::task::AbortOnDrop(tokio::spawn(async move {
+        apps.synced().await;
+        ready.set(true);
+    }));
 
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut connections = JoinSet::new();
@@ -164,27 +340,24 @@ pub async fn run(args: WebhookArgs, runtime: &Runtime) -> Result<(), Error> {
         let Ok(slot) = slots.clone().acquire_owned().await else {
             break;
         };
-        let metrics = metrics.clone();
+        let shared = shared.clone();
         connections.spawn(async move {
             let service = service_fn(move |request| {
-                let metrics = metrics.clone();
-                async move { Ok::<_, Infallible>(handle(request, &metrics).await) }
+                let shared = shared.clone();
+                async move { Ok::<_, Infallible>(handle(request, &shared).await) }
             });
             let _ = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(Duration::from_secs(5))
-                .keep_alive(false)
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
             drop(slot);
         });
         while connections.try_join_next().is_some() {}
     }
-    ready.set(false);
+    runtime.readiness().register("webhook").set(false);
     // Drain what is in flight, bounded so a stuck client cannot hold the shutdown.
-    let _ = tokio::time::timeout(Duration::from_secs(10), async {
-        while connections.join_next().await.is_some() {}
-    })
-    .await;
+    let _ = tokio::time::timeout(DRAIN, async { while connections.join_next().await.is_some() {} }).await;
+    drop(cache);
     Ok(())
 }
