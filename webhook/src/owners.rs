@@ -15,12 +15,14 @@ use spark_operator_runtime::error_chain::kube_error;
 const DISCOVERY_TTL: Duration = Duration::from_secs(60);
 
 type Discovered = Option<(ApiResource, ApiCapabilities)>;
+/// Discovered kinds by (apiVersion, kind), with when they were discovered.
+type KindCache = HashMap<(String, String), (Instant, Discovered)>;
 
 /// Resolves owners; cheap to clone.
 #[derive(Clone)]
 pub struct Owners {
     client: kube::Client,
-    kinds: Arc<Mutex<HashMap<(String, String), (Instant, Discovered)>>>,
+    kinds: Arc<Mutex<KindCache>>,
 }
 
 impl Owners {
