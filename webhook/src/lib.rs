@@ -6,6 +6,7 @@
 //! - [`review`]: AdmissionReview in, AdmissionReview out (pure).
 //! - [`server`]: the HTTP server and its readiness.
 
+pub mod certs;
 pub mod review;
 pub mod server;
 
