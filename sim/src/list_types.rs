@@ -120,6 +120,13 @@ fn builtin_list_type(group: &str, kind: &str, path: &[&str]) -> ListType {
         ("", "ServiceAccount", ["secrets"]) => keys(&["name"]),
         ("", "Namespace", ["spec", "finalizers"]) => ListType::Set,
         ("apiextensions.k8s.io", "CustomResourceDefinition", ["spec", "versions"]) => keys(&["name"]),
+        // +listType=map +listMapKey=name in admissionregistration/v1, so one manager can own one webhook's
+        // caBundle while the installer owns the rest.
+        (
+            "admissionregistration.k8s.io",
+            "MutatingWebhookConfiguration" | "ValidatingWebhookConfiguration",
+            ["webhooks"],
+        ) => keys(&["name"]),
         _ => ListType::Atomic,
     }
 }

@@ -6,10 +6,12 @@
 //!   checks them, plus the ownerReference check ([`owners`] makes its lookups).
 //! - [`mutate`]: Spark pods decorated with all of their application's settings, or refused (pure);
 //!   [`apps`] finds the application (cache, then a live read).
-//! - [`configuration`]: the webhook configurations the installer registers.
+//! - [`configuration`]: the webhook configurations the installer registers; [`certs`]: one CA for all
+//!   replicas in a Secret, a serving certificate per replica, the configurations' `caBundle`.
 //! - [`server`]: the server, its metrics, Events and readiness.
 
 pub mod apps;
+pub mod certs;
 pub mod configuration;
 pub mod mutate;
 pub mod owners;

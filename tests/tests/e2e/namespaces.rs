@@ -45,7 +45,18 @@ async fn listed_namespaces_are_reconciled_and_keep_their_executors_through_a_rel
     cluster.sim.cut_all_watches();
 
     for ns in ["team-a", "team-b"] {
-        let app = cluster.wait_app(ns, "job", LIMIT, |a| state(a).is_terminal()).await;
+        // The driver can end before its executors' last events are in (Spark stops its executors as it
+        // exits); the counts settle right after. A lost event leaves one running forever and fails here.
+        let app = cluster
+            .wait_app(ns, "job", LIMIT, |a| {
+                let settled = a
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.executor_counts.as_ref())
+                    .is_some_and(|c| c.running == 0 && c.pending == 0);
+                state(a).is_terminal() && settled
+            })
+            .await;
         let status = app.status.clone().unwrap_or_default();
         assert_eq!(state(&app), S::Completed, "{ns}: {status:#?}");
         let counts = status.executor_counts.clone().expect("executor counts");
