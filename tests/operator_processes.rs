@@ -63,6 +63,8 @@ impl Operator {
                 "--leader-election-retry-period=1".to_owned(),
                 format!("--metrics-address=127.0.0.1:{metrics}"),
                 format!("--webhook-address=127.0.0.1:{webhook}"),
+                // The test posts reviews itself, over plain HTTP.
+                "--webhook-plain-http=true".to_owned(),
                 format!("--spark-master-url={master}"),
             ])
             .env("RUST_LOG", "info")

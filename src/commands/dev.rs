@@ -8,12 +8,18 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use clap::Parser;
+use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
+use kube::api::{Api, Patch, PatchParams};
 use kube_sim::node::PodGc;
 use spark_operator_controller::ControllerArgs;
 use spark_operator_dev::{Cluster, ClusterOptions};
 use spark_operator_runtime::args::{Listen, parse_listen};
 use spark_operator_runtime::{Runtime, RuntimeSettings, logging, shutdown::Shutdown, tokio_runtime};
 use spark_operator_webhook::WebhookArgs;
+use spark_operator_webhook::configuration::{
+    self, ConfigurationInput, Endpoint, MUTATING_NAME, Scope, VALIDATING_NAME,
+};
+use std::net::{IpAddr, SocketAddr};
 
 use super::operator::{Components, serve};
 
@@ -53,6 +59,40 @@ fn controller_args(master: &str) -> anyhow::Result<ControllerArgs> {
     }
     let argv = ["controller".to_owned(), format!("--spark-master-url={master}")];
     Ok(Wrapper::try_parse_from(argv).context("the controller's settings")?.args)
+}
+
+/// A free loopback port (bound and released: the webhook configurations need it before the server runs).
+fn free_port() -> std::io::Result<u16> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+}
+
+/// Registers the webhook configurations, as the chart does in a cluster.
+async fn register_webhook(client: &kube::Client, port: u16) -> anyhow::Result<()> {
+    let input = ConfigurationInput {
+        endpoint: Endpoint::Url(format!("https://127.0.0.1:{port}")),
+        failure_policy: "Fail".into(),
+        timeout_seconds: 10,
+        scope: Scope::All,
+        ca_bundle: Vec::new(),
+    };
+    let apply = PatchParams::apply("spark-operator-dev").force();
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    mutating
+        .patch(MUTATING_NAME, &apply, &Patch::Apply(configuration::mutating(&input)))
+        .await
+        .context("registering the mutating webhook")?;
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    validating
+        .patch(
+            VALIDATING_NAME,
+            &apply,
+            &Patch::Apply(configuration::validating(&input)),
+        )
+        .await
+        .context("registering the validating webhook")?;
+    Ok(())
 }
 
 /// Runs the dev cluster until Ctrl-C or SIGTERM.
@@ -105,13 +145,16 @@ pub async fn dev(args: DevArgs, out: &mut impl Write) -> anyhow::Result<()> {
     .context("writing to standard output")?;
     out.flush().ok();
 
+    // The webhook on a loopback port the API server calls over HTTPS, registered fail-closed: a Spark pod
+    // gets all of its application's settings or is not created. Its certificate is for 127.0.0.1; it
+    // fills the configurations' caBundle itself.
+    let webhook_port = free_port().context("a port for the webhook")?;
+    let mut webhook = WebhookArgs::listening_on(SocketAddr::from(([127, 0, 0, 1], webhook_port)));
+    webhook.webhook_ip_addresses = vec![IpAddr::from([127, 0, 0, 1])];
+    register_webhook(&cluster.client, webhook_port).await?;
     let components = Components {
         controller: Some(controller_args(&cluster.spark_master_url())?),
-        webhook: Some(WebhookArgs {
-            // Not registered with the cluster until the webhook serves TLS; any free port.
-            webhook_address: Listen::On(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
-            namespaces: Vec::new(),
-        }),
+        webhook: Some(webhook),
     };
     let result = serve(components, runtime).await;
     cluster.sim.shutdown().await;

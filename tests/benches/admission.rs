@@ -84,10 +84,9 @@ fn main() {
                 .await
                 .unwrap_or_else(|e| panic!("runtime: {e}")),
         );
-        let args = WebhookArgs {
-            webhook_address: Listen::On(([127, 0, 0, 1], port).into()),
-            namespaces: Vec::new(),
-        };
+        let mut args = WebhookArgs::listening_on(([127, 0, 0, 1], port).into());
+        // Plain HTTP: the webhook's own work is measured here, not TLS; the API server's figure below is.
+        args.webhook_plain_http = true;
         let server = operator.clone();
         tokio::spawn(async move { spark_operator_webhook::run(args, &server).await });
 

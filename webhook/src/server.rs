@@ -1,5 +1,5 @@
-//! The webhook's server: admission reviews in, answers out. Serves on every replica, leader or not.
-//! Plain HTTP until a TLS acceptor is given (kube-apiserver calls webhooks over HTTPS only).
+//! The webhook's server: admission reviews in, answers out, over TLS (kube-apiserver calls webhooks over
+//! HTTPS only) with the certificates of [`crate::certs`]. Serves on every replica, leader or not.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -24,6 +24,9 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::apps::{Apps, Found};
+use crate::certs::bundle::{ConfigurationRef, Kind as BundleKind};
+use crate::certs::leaf::Subject;
+use crate::certs::{CertConfig, CertManager, Managed};
 use crate::mutate::{self, AppView};
 use crate::owners::Owners;
 use crate::review::{self, Answer};
@@ -48,6 +51,46 @@ pub struct WebhookArgs {
     #[arg(long, default_value = "0.0.0.0:9443", value_parser = parse_listen)]
     pub webhook_address: Listen,
 
+    /// Namespace of the webhook's Service and of its CA Secret (the operator's namespace).
+    #[arg(long, default_value = "default")]
+    pub webhook_namespace: String,
+
+    /// Name of the Service in front of the webhook (its serving certificate is for
+    /// `<service>.<namespace>.svc`).
+    #[arg(long, default_value = "spark-operator-webhook")]
+    pub webhook_service_name: String,
+
+    /// The Secret that holds the CA every replica signs its serving certificate with.
+    #[arg(long, default_value = crate::certs::DEFAULT_SECRET_NAME)]
+    pub webhook_ca_secret: String,
+
+    /// IP addresses the serving certificate is also valid for, comma-separated (a webhook reached by
+    /// address, as in `spark-operator dev`).
+    #[arg(long, value_delimiter = ',')]
+    pub webhook_ip_addresses: Vec<std::net::IpAddr>,
+
+    /// The MutatingWebhookConfiguration whose caBundle the webhook keeps; empty: none.
+    #[arg(long, default_value = crate::configuration::MUTATING_NAME)]
+    pub webhook_mutating_configuration: String,
+
+    /// The ValidatingWebhookConfiguration whose caBundle the webhook keeps; empty: none.
+    #[arg(long, default_value = crate::configuration::VALIDATING_NAME)]
+    pub webhook_validating_configuration: String,
+
+    /// A serving certificate from outside (cert-manager): PEM certificate file; with
+    /// --webhook-key-file. The files are watched; caBundle is then left to whoever issues them.
+    #[arg(long, requires = "webhook_key_file")]
+    pub webhook_cert_file: Option<std::path::PathBuf>,
+
+    /// The private key of --webhook-cert-file (PEM).
+    #[arg(long, requires = "webhook_cert_file")]
+    pub webhook_key_file: Option<std::path::PathBuf>,
+
+    /// Serve plain HTTP instead of TLS: only behind something that terminates TLS for it (kube-apiserver
+    /// itself calls webhooks over HTTPS only).
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    pub webhook_plain_http: bool,
+
     /// Namespaces whose applications the webhook caches (the controller's scope; empty: all). Set by the
     /// process that composes the webhook, not a flag of its own.
     #[arg(skip)]
@@ -63,6 +106,50 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    #[error("starting the webhook's certificates")]
+    Certificates(#[source] crate::certs::Error),
+}
+
+impl WebhookArgs {
+    /// The webhook's flags with their defaults, listening on `address` (tests, `dev`).
+    pub fn listening_on(address: SocketAddr) -> Self {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Wrapper {
+            #[command(flatten)]
+            args: WebhookArgs,
+        }
+        let mut args = Wrapper::parse_from(["webhook"]).args;
+        args.webhook_address = Listen::On(address);
+        args
+    }
+
+    /// Where the serving certificate comes from.
+    pub fn certificates(&self) -> CertConfig {
+        if let (Some(cert), Some(key)) = (&self.webhook_cert_file, &self.webhook_key_file) {
+            return CertConfig::External(crate::certs::external::Files {
+                cert: cert.clone(),
+                key: key.clone(),
+                poll: Duration::from_secs(10),
+            });
+        }
+        let mut subject = Subject::for_service(&self.webhook_service_name, &self.webhook_namespace);
+        subject.ip_addresses = self.webhook_ip_addresses.clone();
+        let mut managed = Managed::new(&self.webhook_namespace, subject);
+        managed.secret_name = self.webhook_ca_secret.clone();
+        for (kind, name) in [
+            (BundleKind::Mutating, &self.webhook_mutating_configuration),
+            (BundleKind::Validating, &self.webhook_validating_configuration),
+        ] {
+            if !name.is_empty() {
+                managed.configurations.push(ConfigurationRef {
+                    kind,
+                    name: name.clone(),
+                });
+            }
+        }
+        CertConfig::Managed(managed)
+    }
 }
 
 /// What the webhook counts.
@@ -322,7 +409,13 @@ pub async fn run(args: WebhookArgs, runtime: &Runtime) -> Result<(), Error> {
         metrics,
         recorder: Recorder::new(client, reporter),
     });
-    tracing::info!(%bound, "serving admission reviews (HTTP)");
+    let certificates = if args.webhook_plain_http {
+        None
+    } else {
+        Some(CertManager::start_in(args.certificates(), runtime).map_err(Error::Certificates)?)
+    };
+    let acceptor = certificates.as_ref().map(CertManager::acceptor);
+    tracing::info!(%bound, tls = acceptor.is_some(), "serving admission reviews");
     let _synced = spark_operator_runtime::task::AbortOnDrop(tokio::spawn(async move {
         apps.synced().await;
         ready.set(true);
@@ -341,16 +434,27 @@ pub async fn run(args: WebhookArgs, runtime: &Runtime) -> Result<(), Error> {
             break;
         };
         let shared = shared.clone();
+        let acceptor = acceptor.clone();
         connections.spawn(async move {
             let service = service_fn(move |request| {
                 let shared = shared.clone();
                 async move { Ok::<_, Infallible>(handle(request, &shared).await) }
             });
-            let _ = hyper::server::conn::http1::Builder::new()
+            let http = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(Duration::from_secs(5))
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
+                .clone();
+            match acceptor {
+                Some(acceptor) => {
+                    // A handshake that never completes must not hold a slot.
+                    if let Ok(Ok(tls)) = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream)).await {
+                        let _ = http.serve_connection(TokioIo::new(tls), service).await;
+                    }
+                }
+                None => {
+                    let _ = http.serve_connection(TokioIo::new(stream), service).await;
+                }
+            }
             drop(slot);
         });
         while connections.try_join_next().is_some() {}
@@ -359,5 +463,6 @@ pub async fn run(args: WebhookArgs, runtime: &Runtime) -> Result<(), Error> {
     // Drain what is in flight, bounded so a stuck client cannot hold the shutdown.
     let _ = tokio::time::timeout(DRAIN, async { while connections.join_next().await.is_some() {} }).await;
     drop(cache);
+    drop(certificates);
     Ok(())
 }
