@@ -267,9 +267,7 @@ pub fn executor_pod(input: &ExecutorInput<'_>) -> Result<Value, String> {
         json!(conf.get_or("spark.kubernetes.container.image.pullPolicy", "IfNotPresent")),
     );
     let total = format!("{}Mi", mem + overhead);
-    let resources = obj(&mut container, "resources");
-    let resources = Value::Object(std::mem::take(resources));
-    let mut resources = resources;
+    let mut resources = Value::Object(std::mem::take(obj(&mut container, "resources")));
     obj(&mut resources, "requests").insert("memory".into(), json!(total));
     obj(&mut resources, "limits").insert("memory".into(), json!(total));
     obj(&mut resources, "requests").insert("cpu".into(), json!(cpu_request));
@@ -379,10 +377,11 @@ pub fn executor_pod(input: &ExecutorInput<'_>) -> Result<Value, String> {
         .collect();
     if local_dirs.is_empty() {
         let local_dir = format!("/var/data/spark-{}", uuid::Uuid::new_v4());
-        let medium = conf
-            .bool_or("spark.kubernetes.local.dirs.tmpfs", false)
-            .then(|| json!({ "medium": "Memory" }))
-            .unwrap_or_else(|| json!({}));
+        let medium = if conf.bool_or("spark.kubernetes.local.dirs.tmpfs", false) {
+            json!({ "medium": "Memory" })
+        } else {
+            json!({})
+        };
         arr(&mut spec, "volumes").push(json!({ "name": "spark-local-dir-1", "emptyDir": medium }));
         arr(&mut container, "volumeMounts").push(json!({ "name": "spark-local-dir-1", "mountPath": local_dir }));
         local_dirs.push(local_dir);
