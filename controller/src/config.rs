@@ -153,6 +153,8 @@ impl ControllerArgs {
                 NetworkPolicyArg::Never => NetworkPolicyMode::Never,
             },
             driver_finalizer: self.driver_finalizer,
+            // Options without a flag keep their defaults (the executor template is always written).
+            ..SubmissionOptions::default()
         }
     }
 

@@ -412,3 +412,140 @@ async fn an_oom_killed_executor_is_replaced() {
     assert_eq!(ids, ["1", "2", "3"], "executor 1 is replaced by executor 3");
     sim.shutdown().await;
 }
+
+/// The driver pod with the executor pod template mounted as Spark mounts it
+/// (`PodTemplateConfigMapStep`).
+fn driver_pod_with_template() -> Value {
+    let mut pod = driver_pod(json!({ "sim.spark-operator.dev/run-time": "100ms" }));
+    pod["spec"]["containers"][0]["volumeMounts"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({ "name": "pod-template-volume", "mountPath": "/opt/spark/pod-template" }));
+    pod["spec"]["volumes"].as_array_mut().unwrap().push(json!({
+        "name": "pod-template-volume",
+        "configMap": { "name": "spark-pi-driver-podspec-conf-map",
+                       "items": [{ "key": "podspec-configmap-key", "path": "pod-spec-template.yml" }] }
+    }));
+    pod
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn executors_are_built_from_the_mounted_pod_template() {
+    let (sim, _dir) = start().await;
+    let store = sim.store().clone();
+    create_service_account(&store).await;
+    create_config_map(
+        &store,
+        spark_properties(&[
+            (
+                "spark.kubernetes.executor.podTemplateFile",
+                "/opt/spark/pod-template/pod-spec-template.yml",
+            ),
+            (
+                "spark.kubernetes.executor.podTemplateContainerName",
+                "spark-kubernetes-executor",
+            ),
+            ("spark.executor.instances", "1"),
+        ]),
+    )
+    .await;
+    let template = "apiVersion: v1\nkind: Pod\nspec:\n  nodeSelector: {kubernetes.io/os: linux}\n  tolerations:\n  - {key: dedicated, operator: Equal, value: spark, effect: NoSchedule}\n  volumes:\n  - {name: data, emptyDir: {}}\n  containers:\n  - name: spark-kubernetes-executor\n    env:\n    - {name: FROM_TEMPLATE, value: '1'}\n    volumeMounts:\n    - {name: data, mountPath: /data}\n    resources:\n      limits: {memory: 2Gi}\n";
+    let cm = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": { "name": "spark-pi-driver-podspec-conf-map" },
+        "data": { "podspec-configmap-key": template }
+    });
+    store
+        .create(&gvr("configmaps"), "default", cm, &WriteOptions::default())
+        .await
+        .expect("template configmap");
+    let executors = follow_executors(&store);
+    store
+        .create(
+            &gvr("pods"),
+            "default",
+            driver_pod_with_template(),
+            &WriteOptions::default(),
+        )
+        .await
+        .expect("driver pod");
+    let created = until("an executor pod", || {
+        executors
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(kind, _)| *kind == ChangeKind::Added)
+            .map(|(_, p)| p.clone())
+    })
+    .await;
+    let spec = &created["spec"];
+    assert_eq!(spec["nodeSelector"]["kubernetes.io/os"], "linux");
+    assert_eq!(spec["tolerations"][0]["key"], "dedicated");
+    assert!(spec["volumes"].as_array().unwrap().iter().any(|v| v["name"] == "data"));
+    let spark = &spec["containers"][0];
+    assert!(
+        spark["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "FROM_TEMPLATE")
+    );
+    assert!(
+        spark["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["mountPath"] == "/data")
+    );
+    // Spark's memory limit (512m + 384m overhead), not the template's.
+    assert_eq!(spark["resources"]["limits"]["memory"], "896Mi");
+    // It schedules and runs: the template's selector matches the sim's nodes.
+    until("the driver to succeed", || {
+        pod(&store, "spark-pi-driver").filter(|p| p["status"]["phase"] == "Succeeded")
+    })
+    .await;
+    sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_pod_template_fails_the_driver_as_spark() {
+    let (sim, _dir) = start().await;
+    let store = sim.store().clone();
+    create_service_account(&store).await;
+    create_config_map(
+        &store,
+        spark_properties(&[(
+            "spark.kubernetes.executor.podTemplateFile",
+            "/opt/spark/pod-template/pod-spec-template.yml",
+        )]),
+    )
+    .await;
+    let cm = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": { "name": "spark-pi-driver-podspec-conf-map" },
+        // Mounted (the kubelet refuses a missing key), but not a pod: fabric8 cannot load it.
+        "data": { "podspec-configmap-key": "- not\n- a pod\n" }
+    });
+    store
+        .create(&gvr("configmaps"), "default", cm, &WriteOptions::default())
+        .await
+        .expect("template configmap");
+    store
+        .create(
+            &gvr("pods"),
+            "default",
+            driver_pod_with_template(),
+            &WriteOptions::default(),
+        )
+        .await
+        .expect("driver pod");
+    let failed = until("the driver to fail", || {
+        pod(&store, "spark-pi-driver").filter(|p| p["status"]["phase"] == "Failed")
+    })
+    .await;
+    assert_eq!(
+        failed["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"],
+        1
+    );
+    sim.shutdown().await;
+}

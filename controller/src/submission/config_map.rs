@@ -2,10 +2,12 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde_json::{Map, Value};
+use spark_operator_api::decoration::decorate_pod;
+use spark_operator_api::labels::{EXECUTOR_CONTAINER_NAME, SparkRole};
 
+use super::SubmissionError;
 use super::driver_conf::DriverConf;
 use super::driver_pod::{POD_TEMPLATE_KEY, SPARK_PROPERTIES};
 use super::properties;
@@ -34,23 +36,46 @@ pub fn spark_properties(conf: &DriverConf<'_>) -> ConfigMap {
     }
 }
 
-/// The executor pod template the driver reads (`PodTemplateConfigMapStep`), when the spec has one: the
-/// template as a Pod manifest in YAML. Unlike Kubeflow, no ownerReference to the SparkApplication is
-/// added to it: executors are owned by the driver pod alone, so they go with it (Kubeflow #2961).
-pub fn executor_pod_template(conf: &DriverConf<'_>) -> Result<Option<ConfigMap>, String> {
-    let (Some(template), Some(name)) = (
-        conf.app.spec.executor.pod.template.as_ref(),
-        conf.executor_template_config_map_name(),
-    ) else {
+/// The executor pod template the driver reads (`PodTemplateConfigMapStep`): `spec.executor.template`, or
+/// a pod with only Spark's executor container, with the application's executor settings applied by the
+/// same decoration the webhook applies. Spark builds every executor from it and keeps what it does not
+/// set itself (`docs/executor-template.md`), so executors carry their settings even when the webhook is
+/// off or fails open. Unlike Kubeflow, no ownerReference to the SparkApplication is added to it:
+/// executors are owned by the driver pod alone, so they go with it (Kubeflow #2961).
+pub fn executor_pod_template(conf: &DriverConf<'_>) -> Result<Option<ConfigMap>, SubmissionError> {
+    let Some(name) = conf.executor_template_config_map_name() else {
         return Ok(None);
     };
-    let mut manifest = Map::new();
-    manifest.insert("apiVersion".to_owned(), Value::from("v1"));
-    manifest.insert("kind".to_owned(), Value::from("Pod"));
-    if let Value::Object(fields) = serde_json::to_value(template).map_err(|e| e.to_string())? {
-        manifest.extend(fields);
+    let template = match conf.app.spec.executor.pod.template.clone() {
+        Some(template) => Pod {
+            metadata: template.metadata.unwrap_or_default(),
+            spec: template.spec,
+            status: None,
+        },
+        None => Pod {
+            spec: Some(PodSpec {
+                containers: vec![Container {
+                    name: EXECUTOR_CONTAINER_NAME.to_owned(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+    };
+    let decorated =
+        decorate_pod(&template, conf.app, SparkRole::Executor).map_err(SubmissionError::ExecutorDecoration)?;
+    let mut manifest =
+        serde_json::to_value(&decorated).map_err(|e| SubmissionError::ExecutorTemplate(e.to_string()))?;
+    // A pod's metadata is never absent in k8s-openapi; an empty one is left out, as the spec wrote it.
+    if let Some(fields) = manifest.as_object_mut()
+        && fields
+            .get("metadata")
+            .is_some_and(|m| m.as_object().is_some_and(|m| m.is_empty()))
+    {
+        fields.remove("metadata");
     }
-    let yaml = serde_yaml::to_string(&Value::Object(manifest)).map_err(|e| e.to_string())?;
+    let yaml = serde_yaml::to_string(&manifest).map_err(|e| SubmissionError::ExecutorTemplate(e.to_string()))?;
     Ok(Some(ConfigMap {
         metadata: ObjectMeta {
             name: Some(name),
@@ -62,3 +87,7 @@ pub fn executor_pod_template(conf: &DriverConf<'_>) -> Result<Option<ConfigMap>,
         ..Default::default()
     }))
 }
+
+#[cfg(test)]
+#[path = "executor_template_tests.rs"]
+mod tests;

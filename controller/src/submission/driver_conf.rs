@@ -261,15 +261,10 @@ impl<'a> DriverConf<'a> {
         substitute_ids(value, &self.input.ids.app_id)
     }
 
-    /// The executor pod-template ConfigMap's name, when the spec has an executor template.
+    /// The executor pod-template ConfigMap's name, when the submission writes one
+    /// ([`super::writes_executor_template`]).
     pub fn executor_template_config_map_name(&self) -> Option<String> {
-        self.app
-            .spec
-            .executor
-            .pod
-            .template
-            .as_ref()
-            .map(|_| pod_template_config_map_name(&self.resource_prefix))
+        super::writes_executor_template(self.input).then(|| pod_template_config_map_name(&self.resource_prefix))
     }
 
     pub fn network_policy_name(&self) -> String {

@@ -95,6 +95,11 @@ pub struct SubmissionOptions {
     /// Whether driver pods carry the driver-protection finalizer (`--driver-finalizer`; on by default,
     /// off only to measure what it protects against).
     pub driver_finalizer: bool,
+    /// Whether every submission writes the executor pod template with the application's executor
+    /// settings already applied (on by default), so executors are configured even when the webhook is
+    /// off or fails open. Off, only a `spec.executor.template` is written, as spark-submit would; tests
+    /// turn it off to show what the webhook alone does.
+    pub executor_template: bool,
 }
 
 impl Default for SubmissionOptions {
@@ -102,6 +107,7 @@ impl Default for SubmissionOptions {
         Self {
             network_policy: NetworkPolicyMode::default(),
             driver_finalizer: true,
+            executor_template: true,
         }
     }
 }
@@ -136,6 +142,8 @@ pub enum SubmissionError {
     DriverPod(#[from] DriverPodError),
     #[error("spec.executor.template: cannot be written to the pod-template ConfigMap: {0}")]
     ExecutorTemplate(String),
+    #[error("the executor pod template cannot be decorated")]
+    ExecutorDecoration(#[source] spark_operator_api::decoration::DecorationError),
 }
 
 /// The objects of one submission.
@@ -144,7 +152,9 @@ pub struct Submission {
     pub driver_pod: Pod,
     /// The `spark.properties` ConfigMap the driver mounts.
     pub config_map: ConfigMap,
-    /// The executor pod template, when the spec has one.
+    /// The executor pod template (`spec.executor.template`, or a minimal pod) with the application's
+    /// executor settings applied; absent only when the spec has no template and
+    /// [`SubmissionOptions::executor_template`] is off, or for Spark < 3.0 (no pod templates).
     pub executor_pod_template: Option<ConfigMap>,
     /// The headless driver Service.
     pub service: Service,
@@ -224,6 +234,21 @@ pub fn application_owner(app: &SparkApplication) -> Option<OwnerReference> {
     Some(application_owner_reference(name, uid))
 }
 
+/// Whether the submission writes an executor pod template: always when the spec has one; otherwise
+/// when [`SubmissionOptions::executor_template`] is on and Spark reads pod templates (3.0 and later).
+pub fn writes_executor_template(input: &SubmissionInput<'_>) -> bool {
+    let spec = &input.app.spec;
+    spec.executor.pod.template.is_some()
+        || (input.options.executor_template
+            && spark_operator_api::spark_version::SparkVersion::parse(&spec.spark_version).is_some_and(|v| {
+                v >= spark_operator_api::spark_version::SparkVersion {
+                    major: 3,
+                    minor: 0,
+                    patch: 0,
+                }
+            }))
+}
+
 /// Builds every object of a submission.
 pub fn build_submission(input: &SubmissionInput<'_>) -> Result<Submission, SubmissionError> {
     let submit = spark_conf::build(input)?;
@@ -231,7 +256,7 @@ pub fn build_submission(input: &SubmissionInput<'_>) -> Result<Submission, Submi
     Ok(Submission {
         driver_pod: driver_pod::build(&conf)?,
         config_map: config_map::spark_properties(&conf),
-        executor_pod_template: config_map::executor_pod_template(&conf).map_err(SubmissionError::ExecutorTemplate)?,
+        executor_pod_template: config_map::executor_pod_template(&conf)?,
         service: service::build(&conf),
         network_policy: network_policy::build(&conf),
         prometheus_config_map: prometheus::config_map(input.app),

@@ -159,7 +159,7 @@ pub fn build(input: &SubmissionInput<'_>) -> Result<SubmitConf, SparkConfError> 
     role_conf(app, Role::Executor, &mut conf);
     local_dir_volumes(app, Role::Driver, &mut conf)?;
     local_dir_volumes(app, Role::Executor, &mut conf)?;
-    if spec.executor.pod.template.is_some() {
+    if super::writes_executor_template(input) {
         conf.set("spark.kubernetes.executor.podTemplateFile", EXECUTOR_POD_TEMPLATE_FILE);
         conf.set(
             "spark.kubernetes.executor.podTemplateContainerName",

@@ -13,6 +13,40 @@ pub struct Allowed {
 
 const NAMED_LIKE_SPARK: &[&str] = &["minimal", "scala-pi-longname"];
 
+/// The `path` of an entry that allows a whole object we build and spark-submit did not send.
+pub const WHOLE_OBJECT: &str = "(the whole object)";
+
+/// The variants whose spec has no executor template: spark-submit wrote none, the operator always
+/// writes one.
+const NO_EXECUTOR_TEMPLATE: &[&str] = &[
+    "scala-pi",
+    "scala-pi-driverenv",
+    "python-pi",
+    "minimal",
+    "scala-pi-longname",
+    "scala-pi-rich",
+    "scala-pi-no-netpol",
+    "scala-pi-wait",
+    "scala-pi-pod-exists",
+    "scala-pi-netpol-forbidden",
+];
+
+/// Why the operator writes an executor pod template where spark-submit wrote none.
+const EXECUTOR_TEMPLATE: &str = "the operator writes the executor pod template at every submission, with the \
+                                 application's executor settings applied (decoration), so Spark builds complete \
+                                 executors even when the webhook is off or fails open (docs/executor-template.md); \
+                                 oracle.rs checks the template, the conf keys and the mount agree with each other";
+
+/// An allowed difference that comes from the executor pod template the operator always writes.
+const fn executor_template(object: &'static str, path: &'static str) -> Allowed {
+    Allowed {
+        variants: NO_EXECUTOR_TEMPLATE,
+        object,
+        path,
+        reason: EXECUTOR_TEMPLATE,
+    }
+}
+
 /// Why the minimal variant's unset sizes appear in `spark.properties`.
 const DEFAULTED: &str = "submit applies Kubeflow's defaults first (the webhook may not have run) and passes them as \
                          Kubeflow passes them to spark-submit: 1 core and 1g, as Spark's own defaults, and 1 executor \
@@ -120,11 +154,19 @@ pub const ALLOWED: &[Allowed] = &[
                  machine means nothing to the driver",
     },
     Allowed {
-        variants: &["scala-pi-templates"],
+        variants: &[],
         object: "configmap",
         path: "data[spark.properties][spark.kubernetes.executor.podTemplateContainerName]",
-        reason: "Kubeflow names the executor container so Spark finds it even behind a sidecar",
+        reason: "Kubeflow names the executor container so Spark finds it even behind a sidecar (a template \
+                 is always written, see below)",
     },
+    executor_template("configmap-executor-pod-template", WHOLE_OBJECT),
+    executor_template(
+        "configmap",
+        "data[spark.properties][spark.kubernetes.executor.podTemplateFile]",
+    ),
+    executor_template("pod", "spec.volumes[pod-template-volume]*"),
+    executor_template("pod", "spec.containers[*].volumeMounts[/opt/spark/pod-template]*"),
     Allowed {
         variants: &["scala-pi-rich"],
         object: "configmap",

@@ -1,5 +1,7 @@
 //! Field-by-field comparison of two normalized objects. Lists are compared item by item, except env
-//! lists, which are compared as sets keyed by variable name (Spark writes some of them in hash order).
+//! lists, which are compared as sets keyed by variable name (Spark writes some of them in hash order),
+//! and volumes and volume mounts, keyed by name and mount path as Kubernetes keys them (their order
+//! means nothing, and an added volume must show as that one volume, not as every later index).
 //! A `spark.properties` payload is compared entry by entry, and the executor pod template (YAML in a
 //! ConfigMap) by its parsed content.
 
@@ -59,6 +61,10 @@ fn diff_at(path: &str, ours: Option<&Value>, theirs: Option<&Value>, out: &mut V
                         diff_yaml(&at, x, y, out)
                     }
                     ("env", Some(Value::Array(x)), Some(Value::Array(y))) => diff_env(&at, x, y, out),
+                    ("volumes", Some(Value::Array(x)), Some(Value::Array(y))) => diff_keyed(&at, "name", x, y, out),
+                    ("volumeMounts", Some(Value::Array(x)), Some(Value::Array(y))) => {
+                        diff_keyed(&at, "mountPath", x, y, out)
+                    }
                     (_, x, y) => diff_at(&at, x, y, out),
                 }
             }
@@ -92,6 +98,30 @@ fn diff_env(path: &str, ours: &[Value], theirs: &[Value], out: &mut Vec<Diff>) {
         }
         diff_at(
             &format!("{path}[{env}]"),
+            find(ours).as_ref(),
+            find(theirs).as_ref(),
+            out,
+        );
+    }
+}
+
+/// Lists whose items Kubernetes keys by `key`: compared item by item under that key, so an item only
+/// one side has is one difference at `path[<key>]`; a key twice on our side is a difference too.
+fn diff_keyed(path: &str, key: &str, ours: &[Value], theirs: &[Value], out: &mut Vec<Diff>) {
+    let id = |v: &Value| v.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
+    let ids: BTreeSet<String> = ours.iter().chain(theirs).map(id).collect();
+    for item in ids {
+        let find = |list: &[Value]| list.iter().find(|v| id(v) == item).cloned();
+        let count = |list: &[Value]| list.iter().filter(|v| id(v) == item).count();
+        if count(ours) > 1 || count(theirs) > 1 {
+            out.push(Diff {
+                path: format!("{path}[{item}]"),
+                ours: Some(Value::String(format!("{} times", count(ours)))),
+                theirs: Some(Value::String(format!("{} times", count(theirs)))),
+            });
+        }
+        diff_at(
+            &format!("{path}[{item}]"),
             find(ours).as_ref(),
             find(theirs).as_ref(),
             out,
@@ -140,5 +170,14 @@ fn diffs_name_the_field_and_treat_env_as_a_set() {
     assert_eq!(
         diffs.iter().map(|d| d.path.as_str()).collect::<Vec<_>>(),
         ["data[spark.properties][spark.y]"]
+    );
+    let more = serde_json::json!({"volumes": [{"name": "new"}, {"name": "a", "emptyDir": {}}],
+        "volumeMounts": [{"name": "a", "mountPath": "/a"}, {"name": "new", "mountPath": "/new"}]});
+    let less = serde_json::json!({"volumes": [{"name": "a", "emptyDir": {}}],
+        "volumeMounts": [{"name": "a", "mountPath": "/a"}]});
+    let diffs = diff(&more, &less);
+    assert_eq!(
+        diffs.iter().map(|d| d.path.as_str()).collect::<Vec<_>>(),
+        ["volumeMounts[/new]", "volumes[new]"]
     );
 }

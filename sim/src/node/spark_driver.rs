@@ -1,8 +1,9 @@
 //! The fake Spark driver: the default program of a `spark-role=driver` pod's driver container.
 //!
 //! Like Spark's driver it reads `spark.properties` from the ConfigMap volume mounted at its
-//! conf dir, finds its own pod, creates the executor ConfigMap and the executor pods through
-//! the API (see `spark_executor.rs`), waits for them to run, replaces failed ones (up to
+//! conf dir (and the executor pod template from the one mounted where
+//! `spark.kubernetes.executor.podTemplateFile` points), finds its own pod, creates the executor
+//! ConfigMap and the executor pods through the API (see `spark_executor.rs`), waits for them to run, replaces failed ones (up to
 //! `spark.executor.maxNumFailures`, then exits 11), runs for the scripted time, shuts its
 //! executors down and deletes them (`spark.kubernetes.executor.deleteOnTermination`), and exits
 //! with the scripted code. With `spark.dynamicAllocation.enabled=true` and the `churn-executors`
@@ -63,9 +64,32 @@ fn properties_path(container: &Value) -> String {
 /// Reads the properties file through the volume it is mounted from, or Spark's error.
 fn read_conf(ctx: &ProcessCtx, shared: &Shared) -> Result<SparkConf, String> {
     let path = properties_path(&ctx.container);
-    let missing =
-        || format!("java.lang.IllegalArgumentException: requirement failed: Properties file {path} does not exist");
-    let mount = ctx
+    read_mounted_file(ctx, shared, &path)
+        .map(|text| SparkConf(parse_properties(&text)))
+        .ok_or_else(|| {
+            format!("java.lang.IllegalArgumentException: requirement failed: Properties file {path} does not exist")
+        })
+}
+
+/// The executor pod template (`spark.kubernetes.executor.podTemplateFile`), read as Spark reads it:
+/// from the file, which in a driver pod is a key of the pod-template ConfigMap mounted at its
+/// directory. Spark loads it once when the SparkContext starts and fails there when it cannot.
+fn read_executor_template(ctx: &ProcessCtx, shared: &Shared, conf: &SparkConf) -> Result<Option<Value>, String> {
+    let Some(path) = conf.get("spark.kubernetes.executor.podTemplateFile") else {
+        return Ok(None);
+    };
+    let path = path.strip_prefix("file://").unwrap_or(path);
+    let text = read_mounted_file(ctx, shared, path);
+    match text.as_deref().map(serde_yaml::from_str::<Value>) {
+        Some(Ok(pod)) if pod.is_object() => Ok(Some(pod)),
+        _ => Err("org.apache.spark.SparkException: Could not load pod from template file.".to_string()),
+    }
+}
+
+/// The content of `path` in the driver container: the ConfigMap volume mounted at the longest
+/// prefix of the path, and the key that file comes from (its `items`, else the file name).
+fn read_mounted_file(ctx: &ProcessCtx, shared: &Shared, path: &str) -> Option<String> {
+    let (mount, _, file) = ctx
         .container
         .get("volumeMounts")
         .and_then(Value::as_array)
@@ -77,31 +101,23 @@ fn read_conf(ctx: &ProcessCtx, shared: &Shared) -> Result<SparkConf, String> {
                 .and_then(|rest| rest.strip_prefix('/'))
                 .map(|rest| (m, mp.len(), rest.to_string()))
         })
-        .max_by_key(|(_, len, _)| *len);
-    let Some((mount, _, file)) = mount else {
-        return Err(missing());
-    };
+        .max_by_key(|(_, len, _)| *len)?;
     let vol_name = mount.get("name").and_then(Value::as_str).unwrap_or("");
-    let volume = ctx
+    let cm = ctx
         .pod
         .pointer("/spec/volumes")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .find(|v| v["name"] == vol_name);
-    let Some(cm) = volume.and_then(|v| v.get("configMap")) else {
-        return Err(missing());
-    };
+        .find(|v| v["name"] == vol_name)
+        .and_then(|v| v.get("configMap"))?;
     let items = cm.get("items").and_then(Value::as_array).filter(|i| !i.is_empty());
     let key = match items {
-        Some(items) => match items
+        Some(items) => items
             .iter()
             .find(|i| i["path"] == file.as_str())
-            .and_then(|i| i["key"].as_str())
-        {
-            Some(k) => k.to_string(),
-            None => return Err(missing()),
-        },
+            .and_then(|i| i["key"].as_str())?
+            .to_string(),
         None => file,
     };
     let ns = crate::meta::namespace(&ctx.pod);
@@ -110,16 +126,11 @@ fn read_conf(ctx: &ProcessCtx, shared: &Shared) -> Result<SparkConf, String> {
         group: String::new(),
         resource: "configmaps".into(),
     };
-    let text = shared
-        .store
-        .get_stored(&key_ref, ns, name)
-        .and_then(|o| {
-            o.pointer(&format!("/data/{}", key.replace('~', "~0").replace('/', "~1")))
-                .and_then(Value::as_str)
-                .map(str::to_string)
-        })
-        .ok_or_else(missing)?;
-    Ok(SparkConf(parse_properties(&text)))
+    shared.store.get_stored(&key_ref, ns, name).and_then(|o| {
+        o.pointer(&format!("/data/{}", key.replace('~', "~0").replace('/', "~1")))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    })
 }
 
 struct Executor {
@@ -140,6 +151,8 @@ struct Driver {
     driver_pod: Value,
     prefix: String,
     config_map: String,
+    /// The executor pod template, when `spark.kubernetes.executor.podTemplateFile` names one.
+    template: Option<Value>,
     user: UserInfo,
     rx: mpsc::UnboundedReceiver<PodEvent>,
     /// Executors created and not yet finished (finished ones are forgotten: bounded memory).
@@ -166,6 +179,13 @@ pub(crate) async fn run(ctx: ProcessCtx, mut signals: watch::Receiver<Signal>) -
         Ok(c) => c,
         Err(msg) => {
             ctx.err(&format!("Exception in thread \"main\" {msg}"));
+            return Exit::code(1);
+        }
+    };
+    let template = match read_executor_template(&ctx, &shared, &conf) {
+        Ok(t) => t,
+        Err(msg) => {
+            ctx.err(&format!("ERROR SparkContext: Error initializing SparkContext.\n{msg}"));
             return Exit::code(1);
         }
     };
@@ -251,6 +271,7 @@ pub(crate) async fn run(ctx: ProcessCtx, mut signals: watch::Receiver<Signal>) -
             .unwrap_or_else(|| spark_executor::resource_name_prefix(&app_name)),
         config_map: format!("spark-exec-{}-conf-map", spark_executor::unique_id()),
         delete_on_termination: conf.bool_or("spark.kubernetes.executor.deleteOnTermination", true),
+        template,
         ctx,
         shared: shared.clone(),
         conf,
@@ -481,6 +502,7 @@ impl Driver {
             name_prefix: &self.prefix,
             config_map: &self.config_map,
             spark_user: &spark_user,
+            template: self.template.as_ref(),
         });
         let pod = match pod {
             Ok(p) => p,

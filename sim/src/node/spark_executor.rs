@@ -1,6 +1,10 @@
-//! Executor pods exactly as Spark's driver builds them (`BasicExecutorFeatureStep`,
-//! `LocalDirsFeatureStep`, `ExecutorKubernetesCredentialsFeatureStep`), and the executor
-//! ConfigMap `KubernetesClusterSchedulerBackend.setUpExecutorConfigMap` creates.
+//! Executor pods exactly as Spark's driver builds them (`KubernetesExecutorBuilder`): the pod
+//! template when there is one (`KubernetesUtils.loadPodFromTemplate` / `selectSparkContainer`),
+//! then `BasicExecutorFeatureStep`, `ExecutorKubernetesCredentialsFeatureStep`,
+//! `MountSecretsFeatureStep`, `EnvSecretsFeatureStep` and `LocalDirsFeatureStep` on top, the Spark
+//! container appended last (`ExecutorPodsAllocator`); and the executor ConfigMap
+//! `KubernetesClusterSchedulerBackend.setUpExecutorConfigMap` creates. What each step keeps of the
+//! template, overrides or appends to is listed in `docs/executor-template.md`.
 
 use serde_json::{Value, json};
 
@@ -65,6 +69,77 @@ pub struct ExecutorInput<'a> {
     pub name_prefix: &'a str,
     pub config_map: &'a str,
     pub spark_user: &'a str,
+    /// The executor pod template (`spark.kubernetes.executor.podTemplateFile`), parsed.
+    pub template: Option<&'a Value>,
+}
+
+/// `KubernetesUtils.selectSparkContainer`: the template without its Spark container, and that
+/// container: the one named `podTemplateContainerName` when exactly one has the name, else the
+/// first, else an empty one.
+fn select_spark_container(template: Option<&Value>, name: Option<&str>) -> (Value, Value) {
+    let mut pod = template.cloned().unwrap_or_else(|| json!({}));
+    if !pod.is_object() {
+        pod = json!({});
+    }
+    let containers = pod
+        .pointer_mut("/spec/containers")
+        .and_then(Value::as_array_mut)
+        .map(std::mem::take)
+        .unwrap_or_default();
+    let named: Vec<usize> = name
+        .map(|n| {
+            containers
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c["name"] == n)
+                .map(|(i, _)| i)
+                .collect()
+        })
+        .unwrap_or_default();
+    let index = match named.as_slice() {
+        [one] => Some(*one),
+        _ if containers.is_empty() => None,
+        _ => Some(0),
+    };
+    let mut rest = containers;
+    let container = index.map(|i| rest.remove(i)).unwrap_or_else(|| json!({}));
+    obj(&mut pod, "spec").insert("containers".into(), Value::Array(rest));
+    (pod, container)
+}
+
+/// `v` as an object, made one if it is not.
+fn as_obj(v: &mut Value) -> &mut serde_json::Map<String, Value> {
+    if !v.is_object() {
+        *v = json!({});
+    }
+    match v {
+        Value::Object(m) => m,
+        _ => unreachable!("made an object just above"),
+    }
+}
+
+/// The object under `key`, made one if absent (fabric8's `editOrNew...`).
+fn obj<'v>(v: &'v mut Value, key: &str) -> &'v mut serde_json::Map<String, Value> {
+    as_obj(as_obj(v).entry(key.to_string()).or_insert_with(|| json!({})))
+}
+
+/// The list under `key`, made one if absent (fabric8's `addTo...` appends to it).
+fn arr<'v>(v: &'v mut Value, key: &str) -> &'v mut Vec<Value> {
+    let e = as_obj(v).entry(key.to_string()).or_insert_with(|| json!([]));
+    if !e.is_array() {
+        *e = json!([]);
+    }
+    match e {
+        Value::Array(a) => a,
+        _ => unreachable!("made a list just above"),
+    }
+}
+
+/// Whether the driver's Spark is at least `major.minor` (its `spark-version` label).
+fn at_least(version: &str, major: u32, minor: u32) -> bool {
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let (a, b) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    (a, b) >= (major, minor)
 }
 
 /// The executor memory in MiB and its overhead (`ResourceProfile.getResourcesForClusterManager`).
@@ -146,7 +221,6 @@ pub fn executor_pod(input: &ExecutorInput<'_>) -> Result<Value, String> {
         .map(|(k, v)| (k, json!(substitute(&v, app_id, &exec_id))))
         .collect();
 
-    let local_dir = format!("/var/data/spark-{}", uuid::Uuid::new_v4());
     let mut env = vec![
         json!({ "name": "SPARK_USER", "value": input.spark_user }),
         json!({ "name": "SPARK_DRIVER_URL", "value": format!("spark://CoarseGrainedScheduler@{driver_host}:{driver_port}") }),
@@ -173,78 +247,153 @@ pub fn executor_pod(input: &ExecutorInput<'_>) -> Result<Value, String> {
     }
     env.push(json!({ "name": "SPARK_EXECUTOR_POD_IP", "valueFrom": { "fieldRef": { "apiVersion": "v1", "fieldPath": "status.podIP" } } }));
     env.push(json!({ "name": "SPARK_EXECUTOR_POD_NAME", "valueFrom": { "fieldRef": { "apiVersion": "v1", "fieldPath": "metadata.name" } } }));
-    env.push(json!({ "name": "SPARK_LOCAL_DIRS", "value": local_dir }));
 
+    // The template, without its Spark container, and that container; no template: empty ones.
+    let (mut pod, mut container) = select_spark_container(
+        input.template,
+        conf.get("spark.kubernetes.executor.podTemplateContainerName"),
+    );
+
+    // BasicExecutorFeatureStep, on the container: name kept, image and pull policy replaced,
+    // memory request and limit and cpu request put over the template's (other resources stay),
+    // env, ports and args appended.
+    if container.get("name").and_then(Value::as_str).is_none() {
+        as_obj(&mut container).insert("name".into(), json!(EXECUTOR_CONTAINER));
+    }
+    let c = as_obj(&mut container);
+    c.insert("image".into(), json!(image));
+    c.insert(
+        "imagePullPolicy".into(),
+        json!(conf.get_or("spark.kubernetes.container.image.pullPolicy", "IfNotPresent")),
+    );
     let total = format!("{}Mi", mem + overhead);
-    let mut resources = json!({ "requests": { "memory": total, "cpu": cpu_request }, "limits": { "memory": total } });
+    let mut resources = Value::Object(std::mem::take(obj(&mut container, "resources")));
+    obj(&mut resources, "requests").insert("memory".into(), json!(total));
+    obj(&mut resources, "limits").insert("memory".into(), json!(total));
+    obj(&mut resources, "requests").insert("cpu".into(), json!(cpu_request));
     if let Some(limit) = conf.get("spark.kubernetes.executor.limit.cores") {
-        resources["limits"]["cpu"] = json!(limit);
+        obj(&mut resources, "limits").insert("cpu".into(), json!(limit));
     }
-    let mut container = json!({
-        "name": EXECUTOR_CONTAINER,
-        "image": image,
-        "imagePullPolicy": conf.get_or("spark.kubernetes.container.image.pullPolicy", "IfNotPresent"),
-        "resources": resources,
-        "env": env,
-        "args": ["executor"],
-        "volumeMounts": [
-            { "name": "spark-local-dir-1", "mountPath": local_dir },
-            { "name": "spark-conf-volume-exec", "mountPath": "/opt/spark/conf" },
-        ],
-    });
+    as_obj(&mut container).insert("resources".into(), resources);
+    let spark_4_3 = at_least(spark_version, 4, 3);
+    if spark_4_3 {
+        arr(&mut container, "resizePolicy").extend([
+            json!({ "resourceName": "cpu", "restartPolicy": "NotRequired" }),
+            json!({ "resourceName": "memory", "restartPolicy": "NotRequired" }),
+        ]);
+    }
+    arr(&mut container, "env").extend(env);
     if block_port != "0" {
-        container["ports"] =
-            json!([{ "name": "blockmanager", "containerPort": block_port.parse::<i64>().unwrap_or(7079) }]);
+        arr(&mut container, "ports")
+            .push(json!({ "name": "blockmanager", "containerPort": block_port.parse::<i64>().unwrap_or(7079) }));
     }
+    arr(&mut container, "args").push(json!("executor"));
+    if spark_4_3 {
+        // spark.kubernetes.{executor.,}securityContext.allowPrivilegeEscalation, false by default:
+        // set over the template's, the rest of its securityContext kept.
+        let allow = conf
+            .get("spark.kubernetes.executor.securityContext.allowPrivilegeEscalation")
+            .or_else(|| conf.get("spark.kubernetes.securityContext.allowPrivilegeEscalation"))
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        obj(&mut container, "securityContext").insert("allowPrivilegeEscalation".into(), json!(allow));
+    }
+    arr(&mut container, "volumeMounts")
+        .push(json!({ "name": "spark-conf-volume-exec", "mountPath": "/opt/spark/conf" }));
+
+    // BasicExecutorFeatureStep, on the pod: name replaced, labels and annotations put over the
+    // template's, the owner appended; hostname and restartPolicy replaced, node selectors put,
+    // pull secrets and the conf volume appended, the scheduler replaced when configured.
+    let meta = obj(&mut pod, "metadata");
+    meta.insert("name".into(), json!(name));
+    let mut meta = Value::Object(std::mem::take(meta));
+    obj(&mut meta, "labels").extend(labels);
+    if !annotations.is_empty() {
+        obj(&mut meta, "annotations").extend(annotations);
+    }
+    arr(&mut meta, "ownerReferences").push(owner_reference(input.driver_pod));
+    as_obj(&mut pod).insert("metadata".into(), meta);
     let mut node_selector = conf.with_prefix("spark.kubernetes.node.selector.");
     node_selector.extend(conf.with_prefix("spark.kubernetes.executor.node.selector."));
-    let mut spec = json!({
-        "hostname": hostname,
-        "restartPolicy": "Never",
-        "containers": [container],
-        "volumes": [
-            { "name": "spark-local-dir-1", "emptyDir": {} },
-            { "name": "spark-conf-volume-exec", "configMap": { "name": input.config_map, "items": [] } },
-        ],
-    });
+    let mut spec = Value::Object(std::mem::take(obj(&mut pod, "spec")));
+    as_obj(&mut spec).insert("hostname".into(), json!(hostname));
+    as_obj(&mut spec).insert("restartPolicy".into(), json!("Never"));
     if !node_selector.is_empty() {
-        spec["nodeSelector"] = json!(node_selector);
+        obj(&mut spec, "nodeSelector").extend(node_selector.into_iter().map(|(k, v)| (k, json!(v))));
     }
-    let pull_secrets: Vec<Value> = conf
+    let pull_secrets = conf
         .get("spark.kubernetes.container.image.pullSecrets")
-        .map(|s| {
-            s.split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(|s| json!({ "name": s }))
-                .collect()
-        })
-        .unwrap_or_default();
+        .into_iter()
+        .flat_map(|s| s.split(','))
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| json!({ "name": s }));
+    let pull_secrets: Vec<Value> = pull_secrets.collect();
     if !pull_secrets.is_empty() {
-        spec["imagePullSecrets"] = json!(pull_secrets);
+        arr(&mut spec, "imagePullSecrets").extend(pull_secrets);
     }
-    let account = conf
-        .get("spark.kubernetes.authenticate.executor.serviceAccountName")
-        .or_else(|| conf.get("spark.kubernetes.authenticate.driver.serviceAccountName"));
-    if let Some(sa) = account {
-        spec["serviceAccountName"] = json!(sa);
-        spec["serviceAccount"] = json!(sa);
-    }
+    arr(&mut spec, "volumes")
+        .push(json!({ "name": "spark-conf-volume-exec", "configMap": { "name": input.config_map, "items": [] } }));
     if let Some(s) = conf
         .get("spark.kubernetes.executor.scheduler.name")
         .or_else(|| conf.get("spark.kubernetes.scheduler.name"))
     {
-        spec["schedulerName"] = json!(s);
+        as_obj(&mut spec).insert("schedulerName".into(), json!(s));
     }
-    let mut metadata = json!({
-        "name": name,
-        "labels": labels,
-        "ownerReferences": [owner_reference(input.driver_pod)],
-    });
-    if !annotations.is_empty() {
-        metadata["annotations"] = Value::Object(annotations);
+
+    // ExecutorKubernetesCredentialsFeatureStep: a template's service account is kept.
+    if spec.get("serviceAccount").and_then(Value::as_str).is_none() {
+        let account = conf
+            .get("spark.kubernetes.authenticate.executor.serviceAccountName")
+            .or_else(|| conf.get("spark.kubernetes.authenticate.driver.serviceAccountName"));
+        if let Some(sa) = account {
+            as_obj(&mut spec).insert("serviceAccountName".into(), json!(sa));
+            as_obj(&mut spec).insert("serviceAccount".into(), json!(sa));
+        }
     }
-    Ok(json!({ "apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec }))
+
+    // MountSecretsFeatureStep and EnvSecretsFeatureStep: appended.
+    for (secret, path) in conf.with_prefix("spark.kubernetes.executor.secrets.") {
+        let volume = format!("{secret}-volume");
+        arr(&mut spec, "volumes").push(json!({ "name": volume, "secret": { "secretName": secret } }));
+        arr(&mut container, "volumeMounts").push(json!({ "name": volume, "mountPath": path }));
+    }
+    for (var, reference) in conf.with_prefix("spark.kubernetes.executor.secretKeyRef.") {
+        let Some((secret, key)) = reference.split_once(':') else {
+            return Err(
+                "java.lang.IllegalArgumentException: requirement failed: SecretKeyRef must be in the form name:key."
+                    .into(),
+            );
+        };
+        arr(&mut container, "env")
+            .push(json!({ "name": var, "valueFrom": { "secretKeyRef": { "key": key, "name": secret } } }));
+    }
+
+    // LocalDirsFeatureStep: the template's `spark-local-dir-*` mounts are the local dirs; without
+    // any, one emptyDir.
+    let mut local_dirs: Vec<String> = arr(&mut container, "volumeMounts")
+        .iter()
+        .filter(|m| m["name"].as_str().is_some_and(|n| n.starts_with("spark-local-dir-")))
+        .filter_map(|m| m["mountPath"].as_str().map(str::to_string))
+        .collect();
+    if local_dirs.is_empty() {
+        let local_dir = format!("/var/data/spark-{}", uuid::Uuid::new_v4());
+        let medium = if conf.bool_or("spark.kubernetes.local.dirs.tmpfs", false) {
+            json!({ "medium": "Memory" })
+        } else {
+            json!({})
+        };
+        arr(&mut spec, "volumes").push(json!({ "name": "spark-local-dir-1", "emptyDir": medium }));
+        arr(&mut container, "volumeMounts").push(json!({ "name": "spark-local-dir-1", "mountPath": local_dir }));
+        local_dirs.push(local_dir);
+    }
+    arr(&mut container, "env").push(json!({ "name": "SPARK_LOCAL_DIRS", "value": local_dirs.join(",") }));
+
+    // ExecutorPodsAllocator: the Spark container goes after the template's other containers.
+    arr(&mut spec, "containers").push(container);
+    as_obj(&mut pod).insert("spec".into(), spec);
+    as_obj(&mut pod).insert("apiVersion".into(), json!("v1"));
+    as_obj(&mut pod).insert("kind".into(), json!("Pod"));
+    Ok(pod)
 }
 
 /// The controller reference Spark sets on what the driver creates.
@@ -306,6 +455,7 @@ mod tests {
             name_prefix: "spark-pi-abc",
             config_map: "spark-exec-x-conf-map",
             spark_user: "root",
+            template: None,
         })
         .unwrap();
         assert_eq!(pod["metadata"]["name"], "spark-pi-abc-exec-2");
@@ -334,10 +484,150 @@ mod tests {
                 name_prefix: "p",
                 config_map: "c",
                 spark_user: "root",
+                template: None,
             }
         })
         .unwrap_err();
         assert!(err.contains("Must specify the executor container image"));
         assert!((15..=16).contains(&unique_id().len()));
+    }
+
+    fn conf(pairs: &[(&str, &str)]) -> SparkConf {
+        SparkConf(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
+    }
+
+    #[test]
+    fn a_template_is_kept_where_spark_does_not_set_it() {
+        let conf = conf(&[
+            ("spark.executor.memory", "512m"),
+            ("spark.kubernetes.container.image", "spark:4.0.0"),
+            (
+                "spark.kubernetes.executor.podTemplateContainerName",
+                "spark-kubernetes-executor",
+            ),
+            ("spark.kubernetes.node.selector.zone", "a"),
+            ("spark.kubernetes.executor.label.team", "t"),
+            ("spark.kubernetes.authenticate.driver.serviceAccountName", "spark"),
+            ("spark.kubernetes.executor.secrets.creds", "/mnt/creds"),
+            ("spark.kubernetes.executor.secretKeyRef.TOKEN", "creds:token"),
+        ]);
+        let template = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": { "name": "ignored", "labels": { "from-template": "yes", "team": "template" },
+                          "annotations": { "a": "b" } },
+            "spec": {
+                "nodeSelector": { "pool": "spark", "zone": "template" },
+                "tolerations": [{ "key": "dedicated", "operator": "Equal", "value": "spark", "effect": "NoSchedule" }],
+                "priorityClassName": "high",
+                "restartPolicy": "Always",
+                "volumes": [{ "name": "data", "emptyDir": {} }],
+                "initContainers": [{ "name": "init", "image": "busybox" }],
+                "containers": [
+                    { "name": "sidecar", "image": "busybox" },
+                    { "name": "spark-kubernetes-executor",
+                      "env": [{ "name": "FROM_TEMPLATE", "value": "1" }],
+                      "volumeMounts": [{ "name": "data", "mountPath": "/data" }],
+                      "ports": [{ "name": "jmx", "containerPort": 8090 }],
+                      "securityContext": { "runAsUser": 185, "allowPrivilegeEscalation": true },
+                      "resources": { "limits": { "memory": "2Gi", "nvidia.com/gpu": "1" },
+                                     "requests": { "cpu": "3" } } }
+                ]
+            }
+        });
+        let driver = json!({ "metadata": { "name": "d", "uid": "u", "labels": { "spark-version": "4.3.0" } } });
+        let pod = executor_pod(&ExecutorInput {
+            conf: &conf,
+            app_id: "spark-1",
+            exec_id: 1,
+            driver_pod: &driver,
+            name_prefix: "p",
+            config_map: "c",
+            spark_user: "root",
+            template: Some(&template),
+        })
+        .unwrap();
+        let meta = &pod["metadata"];
+        assert_eq!(meta["name"], "p-exec-1");
+        assert_eq!(meta["labels"]["from-template"], "yes");
+        // Spark's labels are put over the template's.
+        assert_eq!(meta["labels"]["team"], "t");
+        assert_eq!(meta["annotations"]["a"], "b");
+        assert_eq!(meta["ownerReferences"][0]["name"], "d");
+        let spec = &pod["spec"];
+        assert_eq!(spec["nodeSelector"], json!({ "pool": "spark", "zone": "a" }));
+        assert_eq!(spec["tolerations"][0]["key"], "dedicated");
+        assert_eq!(spec["priorityClassName"], "high");
+        assert_eq!(spec["restartPolicy"], "Never");
+        assert_eq!(spec["initContainers"][0]["name"], "init");
+        assert_eq!(spec["serviceAccountName"], "spark");
+        let volumes: Vec<&str> = spec["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            volumes,
+            ["data", "spark-conf-volume-exec", "creds-volume", "spark-local-dir-1"]
+        );
+        // The Spark container goes last, after the template's sidecar.
+        assert_eq!(spec["containers"][0]["name"], "sidecar");
+        let spark = &spec["containers"][1];
+        assert_eq!(spark["name"], "spark-kubernetes-executor");
+        assert_eq!(spark["image"], "spark:4.0.0");
+        // Memory request and limit are Spark's (512m + 384m overhead); the GPU limit stays.
+        assert_eq!(
+            spark["resources"]["limits"],
+            json!({ "memory": "896Mi", "nvidia.com/gpu": "1" })
+        );
+        assert_eq!(spark["resources"]["requests"], json!({ "memory": "896Mi", "cpu": "1" }));
+        assert_eq!(
+            spark["securityContext"],
+            json!({ "runAsUser": 185, "allowPrivilegeEscalation": false })
+        );
+        let ports: Vec<&str> = spark["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(ports, ["jmx", "blockmanager"]);
+        let env: Vec<&str> = spark["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(env.first(), Some(&"FROM_TEMPLATE"));
+        assert!(env.contains(&"SPARK_EXECUTOR_ID") && env.contains(&"TOKEN"));
+        let mounts: Vec<&str> = spark["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["mountPath"].as_str().unwrap())
+            .collect();
+        assert_eq!(mounts[..3], ["/data", "/opt/spark/conf", "/mnt/creds"]);
+        assert_eq!(spark["args"], json!(["executor"]));
+    }
+
+    #[test]
+    fn a_template_container_is_selected_as_spark_selects_it() {
+        let two = json!({ "spec": { "containers": [{ "name": "a" }, { "name": "b" }] } });
+        let (pod, container) = select_spark_container(Some(&two), Some("b"));
+        assert_eq!(
+            (
+                container["name"].as_str(),
+                pod["spec"]["containers"][0]["name"].as_str()
+            ),
+            (Some("b"), Some("a"))
+        );
+        // Not found: the first container.
+        let (_, container) = select_spark_container(Some(&two), Some("missing"));
+        assert_eq!(container["name"], "a");
+        let (_, container) = select_spark_container(Some(&two), None);
+        assert_eq!(container["name"], "a");
+        // No containers: an empty one, named by Spark.
+        let (pod, container) = select_spark_container(Some(&json!({ "spec": {} })), None);
+        assert_eq!((container, pod["spec"]["containers"].clone()), (json!({}), json!([])));
     }
 }

@@ -11,3 +11,4 @@ mod namespaces;
 mod pod_gc;
 mod poison;
 mod spec_changes;
+mod template;
