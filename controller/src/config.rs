@@ -79,6 +79,12 @@ pub struct ControllerArgs {
     )]
     pub driver_finalizer: bool,
 
+    /// Write the executor pod template with the application's executor settings at every submission, so
+    /// executors are complete even where the webhook is off or fails open (see docs/executor-template.md).
+    /// Switch it off only to measure what the webhook alone does.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub executor_template: bool,
+
     /// Seconds between reconciles of an application nothing happened to (a safety net for missed events).
     #[arg(long, default_value_t = 300)]
     pub resync_period: u64,
@@ -153,8 +159,7 @@ impl ControllerArgs {
                 NetworkPolicyArg::Never => NetworkPolicyMode::Never,
             },
             driver_finalizer: self.driver_finalizer,
-            // Options without a flag keep their defaults (the executor template is always written).
-            ..SubmissionOptions::default()
+            executor_template: self.executor_template,
         }
     }
 

@@ -165,6 +165,119 @@ impl Cluster {
     }
 }
 
+/// An admission webhook running in this process (TLS, its own CA Secret), as if it were its own process.
+pub struct Webhook {
+    pub port: u16,
+    inner: Controller,
+}
+
+impl Webhook {
+    /// Stops it at once.
+    pub fn kill(self) {
+        self.inner.kill();
+    }
+}
+
+impl Cluster {
+    /// Registers the webhook configurations for a webhook on `port` of 127.0.0.1, as an installer does.
+    pub async fn register_webhook(&self, port: u16, failure_policy: &str) {
+        use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
+        use kube::api::{Patch, PatchParams};
+        use spark_operator_webhook::configuration::{self, ConfigurationInput, Endpoint, MUTATING_NAME, Scope, VALIDATING_NAME};
+        let input = ConfigurationInput {
+            endpoint: Endpoint::Url(format!("https://127.0.0.1:{port}")),
+            failure_policy: failure_policy.to_owned(),
+            timeout_seconds: 10,
+            scope: Scope::All,
+            ca_bundle: Vec::new(),
+        };
+        let apply = PatchParams::apply("e2e-installer").force();
+        let mutating: Api<MutatingWebhookConfiguration> = Api::all(self.client.clone());
+        mutating
+            .patch(MUTATING_NAME, &apply, &Patch::Apply(configuration::mutating(&input)))
+            .await
+            .expect("the mutating webhook registers");
+        let validating: Api<ValidatingWebhookConfiguration> = Api::all(self.client.clone());
+        validating
+            .patch(VALIDATING_NAME, &apply, &Patch::Apply(configuration::validating(&input)))
+            .await
+            .expect("the validating webhook registers");
+    }
+
+    /// Starts the webhook (TLS, certificate for 127.0.0.1), registers it fail-closed, and waits until the
+    /// API server gets answers from it (an invalid application refused in a dry run).
+    pub async fn webhook(&self) -> Webhook {
+        let port = free_port();
+        self.register_webhook(port, "Fail").await;
+        let webhook = self.start_webhook(port);
+        let apps = self.apps("default");
+        let mut probe: SparkApplication =
+            serde_yaml::from_str(&app_yaml("webhook-probe", "1s", 0, 1, "")).expect("a probe application");
+        probe.spec.driver.pod.memory = Some("lots".into());
+        let refused = poll(Duration::from_secs(60), || async {
+            match apps.create(&PostParams { dry_run: true, ..PostParams::default() }, &probe).await {
+                Err(kube::Error::Api(status)) if status.message.contains("spec.driver.memory") => Poll::Done(()),
+                other => Poll::Pending(format!("{other:?}")),
+            }
+        })
+        .await;
+        if let Err(last) = refused {
+            panic!("the webhook never answered the API server: {last}");
+        }
+        webhook
+    }
+
+    /// Starts the webhook on `port` without registering it.
+    pub fn start_webhook(&self, port: u16) -> Webhook {
+        let kubeconfig = self.sim.kubeconfig_path().to_path_buf();
+        let (kill, killed) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("spark-webhook".into())
+            .stack_size(STACK)
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .thread_name("spark-webhook")
+                    .thread_stack_size(STACK)
+                    .enable_all()
+                    .build()
+                    .expect("a runtime for the webhook");
+                runtime.block_on(async move {
+                    let config = spark_operator_runtime::client::config_from(Some(&kubeconfig))
+                        .await
+                        .expect("a client configuration");
+                    let settings = spark_operator_runtime::RuntimeSettings {
+                        identity: "e2e-webhook".into(),
+                        election: None,
+                        metrics: spark_operator_runtime::args::Listen::Off,
+                    };
+                    let operator = Runtime::start(config, settings, Shutdown::never())
+                        .await
+                        .expect("the runtime starts");
+                    let mut args = spark_operator_webhook::WebhookArgs::listening_on(([127, 0, 0, 1], port).into());
+                    args.webhook_ip_addresses = vec![std::net::IpAddr::from([127, 0, 0, 1])];
+                    tokio::select! {
+                        result = spark_operator_webhook::run(args, &operator) => {
+                            if let Err(error) = result {
+                                eprintln!("webhook stopped: {error}");
+                            }
+                        }
+                        _ = killed => {}
+                    }
+                });
+                runtime.shutdown_background();
+            })
+            .expect("a thread for the webhook");
+        Webhook {
+            port,
+            inner: Controller {
+                kill: Some(kill),
+                thread: Some(thread),
+            },
+        }
+    }
+}
+
 /// Name of every thread of an in-process controller (benchmarks measure their CPU time).
 pub const CONTROLLER_THREAD: &str = "spark-ctl";
 

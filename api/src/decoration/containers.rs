@@ -12,7 +12,16 @@ use crate::quantity::{KubernetesQuantity, SparkMemory, SparkMemoryUnit};
 /// appends, and Kubernetes lets the last of two same-named variables win, so the effect is the same).
 pub(super) fn put_env(container: &mut Container, var: &EnvVar) {
     let env = container.env.get_or_insert_default();
-    merge::upsert(env, var, |existing| existing.name == var.name);
+    // Every entry of that name: Kubernetes lets the last of duplicates win, and a pod built from a
+    // template can carry Spark's own entry after the template's.
+    let mut found = false;
+    for existing in env.iter_mut().filter(|existing| existing.name == var.name) {
+        existing.clone_from(var);
+        found = true;
+    }
+    if !found {
+        env.push(var.clone());
+    }
 }
 
 pub(super) fn add_env(container: &mut Container, settings: &RoleSettings<'_>) {
