@@ -181,9 +181,13 @@ impl Webhook {
 impl Cluster {
     /// Registers the webhook configurations for a webhook on `port` of 127.0.0.1, as an installer does.
     pub async fn register_webhook(&self, port: u16, failure_policy: &str) {
-        use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
+        use k8s_openapi::api::admissionregistration::v1::{
+            MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+        };
         use kube::api::{Patch, PatchParams};
-        use spark_operator_webhook::configuration::{self, ConfigurationInput, Endpoint, MUTATING_NAME, Scope, VALIDATING_NAME};
+        use spark_operator_webhook::configuration::{
+            self, ConfigurationInput, Endpoint, MUTATING_NAME, Scope, VALIDATING_NAME,
+        };
         let input = ConfigurationInput {
             endpoint: Endpoint::Url(format!("https://127.0.0.1:{port}")),
             failure_policy: failure_policy.to_owned(),
@@ -199,7 +203,11 @@ impl Cluster {
             .expect("the mutating webhook registers");
         let validating: Api<ValidatingWebhookConfiguration> = Api::all(self.client.clone());
         validating
-            .patch(VALIDATING_NAME, &apply, &Patch::Apply(configuration::validating(&input)))
+            .patch(
+                VALIDATING_NAME,
+                &apply,
+                &Patch::Apply(configuration::validating(&input)),
+            )
             .await
             .expect("the validating webhook registers");
     }
@@ -215,7 +223,16 @@ impl Cluster {
             serde_yaml::from_str(&app_yaml("webhook-probe", "1s", 0, 1, "")).expect("a probe application");
         probe.spec.driver.pod.memory = Some("lots".into());
         let refused = poll(Duration::from_secs(60), || async {
-            match apps.create(&PostParams { dry_run: true, ..PostParams::default() }, &probe).await {
+            match apps
+                .create(
+                    &PostParams {
+                        dry_run: true,
+                        ..PostParams::default()
+                    },
+                    &probe,
+                )
+                .await
+            {
                 Err(kube::Error::Api(status)) if status.message.contains("spec.driver.memory") => Poll::Done(()),
                 other => Poll::Pending(format!("{other:?}")),
             }

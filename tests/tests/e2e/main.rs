@@ -11,5 +11,5 @@ mod namespaces;
 mod pod_gc;
 mod poison;
 mod spec_changes;
-mod webhook;
 mod template;
+mod webhook;

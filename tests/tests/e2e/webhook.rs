@@ -20,7 +20,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde::Deserialize as _;
 use serde_json::Value;
 use spark_operator_api::SparkApplication;
-use spark_operator_e2e::{Cluster, ClusterOptions, Poll, app_yaml, free_port, poll};
+use spark_operator_e2e::{Cluster, ClusterOptions, app_yaml, free_port};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -73,16 +73,28 @@ const FIVE_PATHS: [&str; 5] = [
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mistakes_and_foreign_owners_are_refused_at_create_and_kubeflow_examples_admitted() {
-    let cluster = Cluster::start(ClusterOptions { nodes: 0, ..ClusterOptions::default() }).await;
+    let cluster = Cluster::start(ClusterOptions {
+        nodes: 0,
+        ..ClusterOptions::default()
+    })
+    .await;
     let _webhook = cluster.webhook().await;
 
-    let message = create_err(&cluster, FIVE_MISTAKES).await.expect("five mistakes are refused");
+    let message = create_err(&cluster, FIVE_MISTAKES)
+        .await
+        .expect("five mistakes are refused");
     for path in FIVE_PATHS {
         assert!(message.contains(path), "{path} in: {message}");
     }
     // kubectl shows the same, as users see it at `kubectl apply`.
     if let Ok(output) = std::process::Command::new("kubectl")
-        .args(["--kubeconfig", &cluster.sim.kubeconfig_path().display().to_string(), "apply", "-f", "-"])
+        .args([
+            "--kubeconfig",
+            &cluster.sim.kubeconfig_path().display().to_string(),
+            "apply",
+            "-f",
+            "-",
+        ])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -116,18 +128,34 @@ async fn mistakes_and_foreign_owners_are_refused_at_create_and_kubeflow_examples
     let config_maps: Api<ConfigMap> = Api::namespaced(cluster.client.clone(), "default");
     let local: ConfigMap = serde_json::from_value(serde_json::json!({"metadata": {"name": "local-owner"}})).unwrap();
     let local = config_maps.create(&PostParams::default(), &local).await.unwrap();
-    let elsewhere: ConfigMap = serde_json::from_value(serde_json::json!({"metadata": {"name": "remote-owner"}})).unwrap();
+    let elsewhere: ConfigMap =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "remote-owner"}})).unwrap();
     let remote = Api::<ConfigMap>::namespaced(cluster.client.clone(), "kube-system")
         .create(&PostParams::default(), &elsewhere)
         .await
         .unwrap();
-    let refused = create_err(&cluster, &owned("foreign", "remote-owner", remote.metadata.uid.as_deref().unwrap()))
+    let refused = create_err(
+        &cluster,
+        &owned("foreign", "remote-owner", remote.metadata.uid.as_deref().unwrap()),
+    )
+    .await
+    .expect("a foreign owner is refused");
+    assert!(
+        refused.contains("metadata.ownerReferences[0]") && refused.contains("garbage-collects"),
+        "{refused}"
+    );
+    let missing = create_err(&cluster, &owned("orphan", "nobody", "0000"))
         .await
-        .expect("a foreign owner is refused");
-    assert!(refused.contains("metadata.ownerReferences[0]") && refused.contains("garbage-collects"), "{refused}");
-    let missing = create_err(&cluster, &owned("orphan", "nobody", "0000")).await.expect("a missing owner is refused");
+        .expect("a missing owner is refused");
     assert!(missing.contains("is not in namespace"), "{missing}");
-    assert_eq!(create_err(&cluster, &owned("local", "local-owner", local.metadata.uid.as_deref().unwrap())).await, None);
+    assert_eq!(
+        create_err(
+            &cluster,
+            &owned("local", "local-owner", local.metadata.uid.as_deref().unwrap())
+        )
+        .await,
+        None
+    );
 
     // Every Kubeflow example is admitted.
     let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/kubeflow-examples");
@@ -167,7 +195,8 @@ async fn mistakes_and_foreign_owners_are_refused_at_create_and_kubeflow_examples
                 plural: format!("{}s", kind.to_lowercase()),
                 kind,
             };
-            let api: Api<kube::api::DynamicObject> = Api::namespaced_with(cluster.client.clone(), &namespace, &resource);
+            let api: Api<kube::api::DynamicObject> =
+                Api::namespaced_with(cluster.client.clone(), &namespace, &resource);
             let object: kube::api::DynamicObject = serde_json::from_value(object).unwrap();
             api.create(&PostParams::default(), &object)
                 .await
@@ -176,4 +205,182 @@ async fn mistakes_and_foreign_owners_are_refused_at_create_and_kubeflow_examples
         }
     }
     assert_eq!(admitted, 10);
+}
+
+/// How a trial runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// The webhook registered fail-closed and running; the executor template off.
+    WebhookOnly,
+    /// No webhook; the executor template on.
+    TemplateOnly,
+    /// The webhook registered with `failurePolicy: Ignore` but not running; the template off.
+    WebhookDownIgnored,
+}
+
+/// What the executor pods of the trials carried when they were created.
+#[derive(Debug, Default)]
+struct Outcome {
+    /// Every setting, the webhook-only ones included.
+    complete: usize,
+    /// Every setting that survives Spark's template handling, but not the webhook-only memory limit.
+    template_gaps_only: usize,
+    /// Missing a setting that even the template carries: half-configured.
+    half_configured: usize,
+    /// Executor creations the webhook denied, from the drivers' logs.
+    refused: usize,
+}
+
+/// The trial application: executors created one a second (so the deletion lands mid-creation), with
+/// settings the checks below look for.
+fn trial_app(name: &str) -> String {
+    let base = app_yaml(name, "40s", 0, 8, "");
+    base.replace(
+        "  executor:\n    instances: 8\n",
+        "  sparkConf:\n    spark.kubernetes.allocation.batch.size: \"1\"\n  volumes:\n  - {name: scratch, emptyDir: {}}\n  executor:\n    instances: 8\n    memoryLimit: 1g\n    env:\n    - {name: TRIAL_TEAM, value: data}\n    tolerations:\n    - {key: trial, operator: Exists}\n    volumeMounts:\n    - {name: scratch, mountPath: /scratch}\n",
+    )
+}
+
+fn classify(pod: &Value, outcome: &mut Outcome) {
+    let containers = pod["spec"]["containers"].as_array().cloned().unwrap_or_default();
+    let spark = containers
+        .iter()
+        .find(|c| c["name"] == "spark-kubernetes-executor")
+        .cloned()
+        .unwrap_or_default();
+    let env = spark["env"].to_string();
+    let survives = env.contains("TRIAL_TEAM")
+        && pod["spec"]["tolerations"].to_string().contains("\"trial\"")
+        && spark["volumeMounts"].to_string().contains("/scratch");
+    let memory_limit =
+        spark["resources"]["limits"]["memory"] == "1Gi" || spark["resources"]["limits"]["memory"] == "1g";
+    match (survives, memory_limit) {
+        (true, true) => outcome.complete += 1,
+        (true, false) => outcome.template_gaps_only += 1,
+        _ => outcome.half_configured += 1,
+    }
+}
+
+fn trials() -> usize {
+    if std::env::var("SPARK_E2E_FULL").is_ok_and(|v| v == "1") {
+        1000
+    } else {
+        100
+    }
+}
+
+async fn run_trials(mode: Mode) -> Outcome {
+    let cluster = Cluster::start(ClusterOptions::big()).await;
+    let template = if mode == Mode::TemplateOnly { "true" } else { "false" };
+    let _controller = cluster.controller(cluster.args(&[&format!("--executor-template={template}")]));
+    let _webhook = match mode {
+        Mode::WebhookOnly => Some(cluster.webhook().await),
+        Mode::WebhookDownIgnored => {
+            cluster.register_webhook(free_port(), "Ignore").await;
+            None
+        }
+        Mode::TemplateOnly => None,
+    };
+
+    // Every executor pod as it was created.
+    let created: Arc<Mutex<BTreeMap<String, Value>>> = Arc::default();
+    let seen = created.clone();
+    let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), "default");
+    tokio::spawn(async move {
+        let mut events =
+            std::pin::pin!(watcher(pods, watcher::Config::default().labels("spark-role=executor")).touched_objects());
+        while let Some(event) = events.next().await {
+            let Ok(pod) = event else { continue };
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            let value = serde_json::to_value(&pod).unwrap_or_default();
+            seen.lock().unwrap().entry(name).or_insert(value);
+        }
+    });
+
+    let count = trials();
+    for i in 0..count {
+        cluster.create_app(&trial_app(&format!("trial-{i}"))).await;
+    }
+    // Delete each application once its driver has begun creating executors, leaving the driver behind
+    // (`--cascade=orphan`), so it goes on creating executors for an application that is gone.
+    let apps = cluster.apps("default");
+    let mut deleted = std::collections::BTreeSet::new();
+    let orphan = DeleteParams {
+        propagation_policy: Some(kube::api::PropagationPolicy::Orphan),
+        ..DeleteParams::default()
+    };
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    while deleted.len() < count {
+        let started: Vec<String> = {
+            let created = created.lock().unwrap();
+            created
+                .values()
+                .filter_map(|p| {
+                    p["metadata"]["labels"]["sparkoperator.k8s.io/app-name"]
+                        .as_str()
+                        .map(str::to_owned)
+                })
+                .collect()
+        };
+        for app in started {
+            if deleted.insert(app.clone()) {
+                let _ = apps.delete(&app, &orphan).await;
+            }
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "only {} of {count} trials' drivers created an executor",
+            deleted.len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The orphaned drivers keep creating executors for a few seconds.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+
+    let mut outcome = Outcome::default();
+    for pod in created.lock().unwrap().values() {
+        classify(pod, &mut outcome);
+    }
+    // Refusals, as the drivers saw them (Spark logs the API server's answer to a failed executor request).
+    let drivers: Api<Pod> = Api::namespaced(cluster.client.clone(), "default");
+    for i in 0..count {
+        if let Ok(log) = drivers.logs(&format!("trial-{i}-driver"), &Default::default()).await {
+            outcome.refused += log.matches("denied the request").count();
+        }
+    }
+    println!("{mode:?}, {count} trials: {outcome:?}");
+    let listed = apps
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items.len())
+        .unwrap_or(0);
+    assert_eq!(listed, 0, "every trial application was deleted");
+    outcome
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_webhook_no_executor_of_a_deleted_application_is_half_configured() {
+    let outcome = run_trials(Mode::WebhookOnly).await;
+    assert_eq!(outcome.half_configured + outcome.template_gaps_only, 0, "{outcome:?}");
+    assert!(outcome.complete > 0, "{outcome:?}");
+    assert!(
+        outcome.refused > 0,
+        "the drivers never tried to create executors after the deletion: {outcome:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_template_alone_executors_miss_only_the_documented_gaps() {
+    let outcome = run_trials(Mode::TemplateOnly).await;
+    assert_eq!(outcome.half_configured, 0, "{outcome:?}");
+    assert!(outcome.template_gaps_only > 0, "{outcome:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_webhook_down_and_ignored_half_configured_executors_appear() {
+    let outcome = run_trials(Mode::WebhookDownIgnored).await;
+    assert!(
+        outcome.half_configured > 0,
+        "the trials cannot tell a half-configured pod: {outcome:?}"
+    );
 }
