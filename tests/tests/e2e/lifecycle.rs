@@ -64,8 +64,17 @@ async fn spark_pi_completes_with_its_executors_recorded() {
     let cluster = Cluster::start(ClusterOptions::default()).await;
     let _controller = cluster.controller(cluster.args(&[]));
     apply_example(&cluster).await;
+    // Spark stops its executors as the driver exits, so their last events can follow the driver's end;
+    // the counts settle right after (an executor whose end was lost would stay running and fail here).
     let app = cluster
-        .wait_app("default", "spark-pi", LIMIT, |a| state(a).is_terminal())
+        .wait_app("default", "spark-pi", LIMIT, |a| {
+            let settled = a
+                .status
+                .as_ref()
+                .and_then(|s| s.executor_counts.as_ref())
+                .is_some_and(|c| c.running == 0 && c.pending == 0);
+            state(a).is_terminal() && settled
+        })
         .await;
     let status = app.status.clone().unwrap_or_default();
     assert_eq!(state(&app), S::Completed, "{status:#?}");

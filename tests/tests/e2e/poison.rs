@@ -254,6 +254,14 @@ async fn poison_objects_are_contained_and_the_good_application_completes_across_
         },
         times: None,
     });
+    // A write the application watch does not see moves the history past its resourceVersion, so the
+    // compaction surely leaves that version behind and the watch has to relist.
+    let marker: k8s_openapi::api::core::v1::ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "history-marker"}})).unwrap();
+    Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(cluster.client.clone(), "default")
+        .create(&PostParams::default(), &marker)
+        .await
+        .unwrap();
     cluster.sim.store().compact();
     cluster.sim.cut_all_watches();
     let unready = poll(LIMIT, || async {
