@@ -105,12 +105,25 @@ fn names(list: &Value, key: &str) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn executors_carry_their_settings_without_a_webhook() {
+/// Starts a cluster with the rich application; `webhook`: the executor template off and the webhook on,
+/// else the template alone. Returns the cluster (kept alive) and its running executor pod.
+async fn rich_executor(
+    webhook: bool,
+) -> (
+    Cluster,
+    Option<spark_operator_e2e::Webhook>,
+    spark_operator_e2e::Controller,
+    Value,
+) {
     let cluster = Cluster::start(ClusterOptions::default()).await;
     prerequisites(&cluster).await;
-    // No webhook is registered in this cluster: the template is the only way settings reach executors.
-    let _controller = cluster.controller(cluster.args(&[]));
+    let (template, webhook) = if webhook {
+        ("--executor-template=false", Some(cluster.webhook().await))
+    } else {
+        // No webhook is registered: the template is the only way settings reach executors.
+        ("--executor-template=true", None)
+    };
+    let controller = cluster.controller(cluster.args(&[template]));
     // The harness's application, its executor replaced by the rich one.
     let base = app_yaml("rich", "1s", 0, 1, "");
     let base = &base[..base.find("  executor:").unwrap()];
@@ -136,7 +149,11 @@ async fn executors_carry_their_settings_without_a_webhook() {
     })
     .await;
     let executor = running.unwrap_or_else(|why| panic!("the executor never ran: {why}"));
-    let pod = serde_json::to_value(&executor).unwrap();
+    (cluster, webhook, controller, serde_json::to_value(&executor).unwrap())
+}
+
+/// Every setting on the list that survives Spark's template handling.
+fn assert_surviving_settings(pod: &Value) {
     let spec = &pod["spec"];
     let containers = spec["containers"].as_array().unwrap();
     let spark = containers
@@ -195,7 +212,34 @@ async fn executors_carry_their_settings_without_a_webhook() {
         "terminationGracePeriodSeconds"
     );
     assert_eq!(spec["shareProcessNamespace"], true, "shareProcessNamespace");
+}
 
+fn spark_container(pod: &Value) -> Value {
+    pod["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "spark-kubernetes-executor")
+        .cloned()
+        .unwrap()
+}
+
+fn last_env(pod: &Value, name: &str) -> Option<Value> {
+    spark_container(pod)["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|e| e["name"] == name)
+        .map(|e| e["value"].clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn executors_carry_their_settings_without_a_webhook() {
+    let (cluster, _webhook, _controller, pod) = rich_executor(false).await;
+    assert_surviving_settings(&pod);
+    let spark = spark_container(&pod);
+    let last = |name: &str| last_env(&pod, name);
     // The documented gaps: only the webhook can apply these.
     // memoryLimit: Spark sets the memory limit to its own request (512m + 384m overhead).
     assert_eq!(
@@ -211,6 +255,24 @@ async fn executors_carry_their_settings_without_a_webhook() {
     );
 
     // And the application runs to its end with them.
+    let done = cluster
+        .wait_app("default", "rich", LIMIT, |a| state(a).is_terminal())
+        .await;
+    assert_eq!(state(&done), S::Completed, "{:#?}", done.status);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_webhook_alone_gives_executors_every_setting() {
+    let (cluster, _webhook, _controller, pod) = rich_executor(true).await;
+    assert_surviving_settings(&pod);
+    // And what only the webhook can apply.
+    let spark = spark_container(&pod);
+    assert_eq!(spark["resources"]["limits"]["memory"], "2Gi", "memoryLimit (2g)");
+    assert_eq!(
+        last_env(&pod, "SPARK_CONF_DIR"),
+        Some(json!("/etc/spark/conf")),
+        "sparkConfigMap's SPARK_CONF_DIR"
+    );
     let done = cluster
         .wait_app("default", "rich", LIMIT, |a| state(a).is_terminal())
         .await;
