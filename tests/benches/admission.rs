@@ -1,4 +1,6 @@
-//! Benchmark (not a test): the admission webhook's own latency, reviews posted straight to it.
+//! Benchmark (not a test): the admission webhook's own latency, reviews posted straight to it; then the
+//! latency the API server adds for it, pods created through the API server with the webhook registered
+//! (over TLS, as kube-apiserver calls it) against the same without any webhook.
 //! `cargo bench -p spark-operator-e2e --bench admission` (`SPARK_BENCH_RATE`, reviews per second, default
 //! 1000; `SPARK_BENCH_SECONDS`, default 10).
 //!
@@ -163,5 +165,71 @@ fn main() {
         );
         report("pod mutation", mutations);
         report("application validation", validations);
+
+        // Through the API server: executor pods of the application created at `api_rate` per second,
+        // first with no webhook registered, then with it registered (TLS, its own certificates).
+        let api_rate: u64 = std::env::var("SPARK_BENCH_API_RATE").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
+        let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(cluster.client.clone(), "default");
+        let create_pods = |label: &'static str| {
+            let pods = pods.clone();
+            async move {
+                let mut ticks = tokio::time::interval(Duration::from_nanos(1_000_000_000 / api_rate.max(1)));
+                let mut tasks = tokio::task::JoinSet::new();
+                for i in 0..api_rate * 5 {
+                    ticks.tick().await;
+                    let pods = pods.clone();
+                    tasks.spawn(async move {
+                        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+                            "metadata": {"name": format!("{label}-exec-{i}"), "labels": {
+                                "spark-role": "executor", "sparkoperator.k8s.io/app-name": "bench",
+                                "sparkoperator.k8s.io/submission-id": "s-1",
+                                "sparkoperator.k8s.io/launched-by-spark-operator": "true"}},
+                            "spec": {"containers": [{"name": "spark-kubernetes-executor", "image": "docker.io/apache/spark:4.0.4"}]}
+                        }))
+                        .ok()?;
+                        let started = Instant::now();
+                        pods.create(&kube::api::PostParams::default(), &pod).await.ok()?;
+                        Some(started.elapsed())
+                    });
+                }
+                let mut latencies = Vec::new();
+                while let Some(result) = tasks.join_next().await {
+                    if let Ok(Some(latency)) = result {
+                        latencies.push(latency);
+                    }
+                }
+                latencies
+            }
+        };
+        let without = create_pods("plain").await;
+        let tls_port = free_port();
+        let mut tls = WebhookArgs::listening_on(([127, 0, 0, 1], tls_port).into());
+        tls.webhook_ip_addresses = vec![std::net::IpAddr::from([127, 0, 0, 1])];
+        cluster.register_webhook(tls_port, "Fail").await;
+        let server = operator.clone();
+        tokio::spawn(async move { spark_operator_webhook::run(tls, &server).await });
+        // Registered: wait until the API server gets the webhook's answers (a dry-run pod of an application
+        // that does not exist is refused).
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let probe: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+                "metadata": {"name": "probe", "labels": {"spark-role": "executor", "sparkoperator.k8s.io/app-name": "no-such-app",
+                    "sparkoperator.k8s.io/submission-id": "s-1", "sparkoperator.k8s.io/launched-by-spark-operator": "true"}},
+                "spec": {"containers": [{"name": "spark-kubernetes-executor", "image": "docker.io/apache/spark:4.0.4"}]}
+            }))
+            .unwrap_or_default();
+            let dry = kube::api::PostParams { dry_run: true, ..Default::default() };
+            if let Err(kube::Error::Api(status)) = pods.create(&dry, &probe).await
+                && status.message.contains("does not exist")
+            {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the API server never got the webhook's answers");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let with = create_pods("webhook").await;
+        println!("pods created through the API server at {api_rate}/s for 5 s:");
+        report("  without a webhook", without);
+        report("  with the webhook (TLS)", with);
     });
 }
