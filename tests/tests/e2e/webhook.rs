@@ -269,6 +269,50 @@ fn trials() -> usize {
     }
 }
 
+/// One wave of trials: the applications are created, and each is deleted (`--cascade=orphan`, leaving its
+/// driver behind to go on creating executors for an application that is gone) once its driver has begun
+/// creating executors; then the drivers are given a few seconds.
+async fn run_wave(cluster: &Cluster, created: &Mutex<BTreeMap<String, Value>>, wave: &[String]) {
+    for app in wave {
+        cluster.create_app(&trial_app(app)).await;
+    }
+    let apps = cluster.apps("default");
+    let mut deleted = std::collections::BTreeSet::new();
+    let orphan = DeleteParams {
+        propagation_policy: Some(kube::api::PropagationPolicy::Orphan),
+        ..DeleteParams::default()
+    };
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    while deleted.len() < wave.len() {
+        let started: Vec<String> = {
+            let created = created.lock().unwrap();
+            created
+                .values()
+                .filter_map(|p| {
+                    p["metadata"]["labels"]["sparkoperator.k8s.io/app-name"]
+                        .as_str()
+                        .map(str::to_owned)
+                })
+                .filter(|app| wave.contains(app))
+                .collect()
+        };
+        for app in started {
+            if deleted.insert(app.clone()) {
+                let _ = apps.delete(&app, &orphan).await;
+            }
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "only {} of {} trials' drivers created an executor",
+            deleted.len(),
+            wave.len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The orphaned drivers keep creating executors for a few seconds.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+}
+
 async fn run_trials(mode: Mode) -> Outcome {
     let cluster = Cluster::start(ClusterOptions::big()).await;
     let template = if mode == Mode::TemplateOnly { "true" } else { "false" };
@@ -297,59 +341,32 @@ async fn run_trials(mode: Mode) -> Outcome {
         }
     });
 
+    // Trials run in waves of at most 100 applications, so the full run (1,000) keeps the cluster the
+    // size of the CI run; each wave's pods are deleted once they have been judged.
     let count = trials();
-    for i in 0..count {
-        cluster.create_app(&trial_app(&format!("trial-{i}"))).await;
-    }
-    // Delete each application once its driver has begun creating executors, leaving the driver behind
-    // (`--cascade=orphan`), so it goes on creating executors for an application that is gone.
-    let apps = cluster.apps("default");
-    let mut deleted = std::collections::BTreeSet::new();
-    let orphan = DeleteParams {
-        propagation_policy: Some(kube::api::PropagationPolicy::Orphan),
-        ..DeleteParams::default()
-    };
-    let deadline = tokio::time::Instant::now() + LIMIT;
-    while deleted.len() < count {
-        let started: Vec<String> = {
-            let created = created.lock().unwrap();
-            created
-                .values()
-                .filter_map(|p| {
-                    p["metadata"]["labels"]["sparkoperator.k8s.io/app-name"]
-                        .as_str()
-                        .map(str::to_owned)
-                })
-                .collect()
-        };
-        for app in started {
-            if deleted.insert(app.clone()) {
-                let _ = apps.delete(&app, &orphan).await;
-            }
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "only {} of {count} trials' drivers created an executor",
-            deleted.len()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    // The orphaned drivers keep creating executors for a few seconds.
-    tokio::time::sleep(Duration::from_secs(6)).await;
-
     let mut outcome = Outcome::default();
+    let mut first = 0;
+    while first < count {
+        let wave: Vec<String> = (first..count.min(first + 100)).map(|i| format!("trial-{i}")).collect();
+        run_wave(&cluster, &created, &wave).await;
+        let drivers: Api<Pod> = Api::namespaced(cluster.client.clone(), "default");
+        for app in &wave {
+            // Refusals, as the drivers saw them (Spark logs the API server's answer to a failed executor
+            // request).
+            if let Ok(log) = drivers.logs(&format!("{app}-driver"), &Default::default()).await {
+                outcome.refused += log.matches("denied the request").count();
+            }
+            let pods = ListParams::default().labels(&format!("sparkoperator.k8s.io/app-name={app}"));
+            let _ = drivers.delete_collection(&DeleteParams::default(), &pods).await;
+        }
+        first += wave.len();
+    }
     for pod in created.lock().unwrap().values() {
         classify(pod, &mut outcome);
     }
-    // Refusals, as the drivers saw them (Spark logs the API server's answer to a failed executor request).
-    let drivers: Api<Pod> = Api::namespaced(cluster.client.clone(), "default");
-    for i in 0..count {
-        if let Ok(log) = drivers.logs(&format!("trial-{i}-driver"), &Default::default()).await {
-            outcome.refused += log.matches("denied the request").count();
-        }
-    }
     println!("{mode:?}, {count} trials: {outcome:?}");
-    let listed = apps
+    let listed = cluster
+        .apps("default")
         .list(&ListParams::default())
         .await
         .map(|l| l.items.len())
