@@ -205,6 +205,65 @@ async fn mistakes_and_foreign_owners_are_refused_at_create_and_kubeflow_examples
         }
     }
     assert_eq!(admitted, 10);
+
+    // A sample of the bad-manifest corpus, through the API server: each one refused (by the schema or by
+    // the webhook), naming one of the fields its file expects.
+    let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../api/tests/bad-manifests");
+    let mut files: Vec<_> = std::fs::read_dir(&corpus).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    let mut tried = 0;
+    for path in files.iter().step_by(7) {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let expected: Vec<String> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# expect: "))
+            .map(|l| l.split_whitespace().next().unwrap_or_default().to_owned())
+            .collect();
+        // Only single objects of our kinds (the corpus also holds unreadable inputs for `validate`).
+        let Ok(object) = serde_yaml::from_str::<Value>(&text) else {
+            continue;
+        };
+        let kind = object["kind"].as_str().unwrap_or_default().to_owned();
+        if expected.is_empty()
+            || object["apiVersion"] != "sparkoperator.k8s.io/v1beta2"
+            || !matches!(kind.as_str(), "SparkApplication" | "ScheduledSparkApplication")
+            || !object["metadata"]["name"].is_string()
+        {
+            continue;
+        }
+        let resource = kube::api::ApiResource {
+            group: "sparkoperator.k8s.io".into(),
+            version: "v1beta2".into(),
+            api_version: "sparkoperator.k8s.io/v1beta2".into(),
+            plural: format!("{}s", kind.to_lowercase()),
+            kind,
+        };
+        let api: Api<kube::api::DynamicObject> = Api::namespaced_with(cluster.client.clone(), "default", &resource);
+        let Ok(object) = serde_json::from_value::<kube::api::DynamicObject>(object) else {
+            continue;
+        };
+        let dry = PostParams {
+            dry_run: true,
+            ..PostParams::default()
+        };
+        match api.create(&dry, &object).await {
+            Ok(_) => panic!("{} was admitted", path.display()),
+            // The schema names a map key `a.b` where `validate` writes `a[b]`: either form names the field.
+            Err(kube::Error::Api(status)) => assert!(
+                expected.iter().any(|field| {
+                    let field = field.trim_end_matches(':');
+                    let dotted = field.replace('[', ".").replace(']', "");
+                    status.message.contains(field) || status.message.contains(&dotted)
+                }),
+                "{}: {} names none of {expected:?}",
+                path.display(),
+                status.message
+            ),
+            Err(other) => panic!("{}: {other}", path.display()),
+        }
+        tried += 1;
+    }
+    assert!(tried >= 20, "only {tried} corpus manifests were sent");
 }
 
 /// How a trial runs.
