@@ -379,7 +379,8 @@ async fn reconcile_once(app: &Arc<SparkApplication>, api: &Api<SparkApplication>
                 if let Some(pod) = &driver.pod {
                     driver_finalizer::release(&ctx.client, pod).await?;
                 }
-                delete_driver(ctx, &namespace, pod_name).await?;
+                let uid = driver.pod.as_ref().and_then(|p| p.metadata.uid.clone());
+                delete_driver(ctx, &namespace, pod_name, uid).await?;
             }
             Do::DeleteApplication => {
                 tracing::info!(app = name, "time to live expired: deleting the application");
@@ -420,11 +421,21 @@ async fn release_if_recorded(ctx: &Ctx, driver: &Driver, app: &SparkApplication)
     Ok(())
 }
 
-async fn delete_driver(ctx: &Ctx, namespace: &str, name: &str) -> Result<(), Error> {
+/// Deletes the driver pod that was observed (`uid`), never a newer pod of the same name: a decision made on
+/// a cache that had not yet seen the next submission's driver must not delete that driver.
+async fn delete_driver(ctx: &Ctx, namespace: &str, name: &str, uid: Option<String>) -> Result<(), Error> {
     let api: Api<SparkPod> = Api::namespaced(ctx.client.clone(), namespace);
-    match api.delete(name, &DeleteParams::background()).await {
+    let params = DeleteParams {
+        preconditions: uid.map(|uid| kube::api::Preconditions {
+            uid: Some(uid),
+            resource_version: None,
+        }),
+        ..DeleteParams::background()
+    };
+    match api.delete(name, &params).await {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        // Gone already, or another pod of that name now (the precondition failed): nothing to delete.
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
         Err(source) => Err(Error::Delete {
             what: "driver pod",
             namespace: namespace.to_owned(),
