@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::args::Listen;
-use crate::lease::{self, ElectionSettings, Leadership, LeadershipWatch};
+use crate::lease::{self, ElectionSettings, LeadershipWatch};
 use crate::metrics::{Registry, Render, write_gauge};
 use crate::readiness::Readiness;
 use crate::shutdown::{Shutdown, Trigger};
@@ -143,7 +143,7 @@ impl Runtime {
     }
 
     pub fn is_leading(&self) -> bool {
-        matches!(self.leadership.current(), Leadership::Always) || self.leadership.is_leading()
+        self.leadership.is_leading()
     }
 
     pub fn identity(&self) -> &str {

@@ -72,40 +72,51 @@ impl Cluster {
     /// Starts a controller in this process, on its own thread and runtime as if it were its own
     /// process; dropping it (or [`Controller::kill`]) stops it at once, as `kill -9` would.
     pub fn controller(&self, flags: ControllerFlags) -> Controller {
+        self.component(CONTROLLER_THREAD, flags.runtime.settings(), move |operator| {
+            Box::pin(async move {
+                if let Err(error) = spark_operator_controller::run(flags.controller, &operator).await {
+                    eprintln!("controller stopped: {error}");
+                }
+            })
+        })
+    }
+
+    /// Runs one component on its own thread, tokio runtime and client, as a separate process would;
+    /// killing it drops the runtime, which cancels every task mid-whatever.
+    fn component(
+        &self,
+        thread_name: &'static str,
+        settings: spark_operator_runtime::RuntimeSettings,
+        run: impl FnOnce(Runtime) -> std::pin::Pin<Box<dyn Future<Output = ()>>> + Send + 'static,
+    ) -> Controller {
         let kubeconfig = self.sim.kubeconfig_path().to_path_buf();
         let (kill, killed) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::Builder::new()
-            .name(CONTROLLER_THREAD.into())
+            .name(thread_name.into())
             .stack_size(STACK)
             .spawn(move || {
                 let runtime = tokio::runtime::Builder::new_multi_thread()
                     .worker_threads(2)
-                    .thread_name(CONTROLLER_THREAD)
+                    .thread_name(thread_name)
                     .thread_stack_size(STACK)
                     .enable_all()
                     .build()
-                    .expect("a runtime for the controller");
+                    .expect("a runtime for the component");
                 runtime.block_on(async move {
-                    // Its own client, as a separate process would have.
                     let config = spark_operator_runtime::client::config_from(Some(&kubeconfig))
                         .await
                         .expect("a client configuration");
-                    let operator = Runtime::start(config, flags.runtime.settings(), Shutdown::never())
+                    let operator = Runtime::start(config, settings, Shutdown::never())
                         .await
                         .expect("the runtime starts");
                     tokio::select! {
-                        result = spark_operator_controller::run(flags.controller, &operator) => {
-                            if let Err(error) = result {
-                                eprintln!("controller stopped: {error}");
-                            }
-                        }
+                        _ = run(operator) => {}
                         _ = killed => {}
                     }
                 });
-                // Dropping the runtime cancels every task of the controller, mid-whatever.
                 runtime.shutdown_background();
             })
-            .expect("a thread for the controller");
+            .expect("a thread for the component");
         Controller {
             kill: Some(kill),
             thread: Some(thread),
@@ -246,52 +257,21 @@ impl Cluster {
 
     /// Starts the webhook on `port` without registering it.
     pub fn start_webhook(&self, port: u16) -> Webhook {
-        let kubeconfig = self.sim.kubeconfig_path().to_path_buf();
-        let (kill, killed) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::Builder::new()
-            .name("spark-webhook".into())
-            .stack_size(STACK)
-            .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(2)
-                    .thread_name("spark-webhook")
-                    .thread_stack_size(STACK)
-                    .enable_all()
-                    .build()
-                    .expect("a runtime for the webhook");
-                runtime.block_on(async move {
-                    let config = spark_operator_runtime::client::config_from(Some(&kubeconfig))
-                        .await
-                        .expect("a client configuration");
-                    let settings = spark_operator_runtime::RuntimeSettings {
-                        identity: "e2e-webhook".into(),
-                        election: None,
-                        metrics: spark_operator_runtime::args::Listen::Off,
-                    };
-                    let operator = Runtime::start(config, settings, Shutdown::never())
-                        .await
-                        .expect("the runtime starts");
-                    let mut args = spark_operator_webhook::WebhookArgs::listening_on(([127, 0, 0, 1], port).into());
-                    args.webhook_ip_addresses = vec![std::net::IpAddr::from([127, 0, 0, 1])];
-                    tokio::select! {
-                        result = spark_operator_webhook::run(args, &operator) => {
-                            if let Err(error) = result {
-                                eprintln!("webhook stopped: {error}");
-                            }
-                        }
-                        _ = killed => {}
-                    }
-                });
-                runtime.shutdown_background();
+        let settings = spark_operator_runtime::RuntimeSettings {
+            identity: "e2e-webhook".into(),
+            election: None,
+            metrics: spark_operator_runtime::args::Listen::Off,
+        };
+        let inner = self.component("spark-webhook", settings, move |operator| {
+            Box::pin(async move {
+                let mut args = spark_operator_webhook::WebhookArgs::listening_on(([127, 0, 0, 1], port).into());
+                args.webhook_ip_addresses = vec![std::net::IpAddr::from([127, 0, 0, 1])];
+                if let Err(error) = spark_operator_webhook::run(args, &operator).await {
+                    eprintln!("webhook stopped: {error}");
+                }
             })
-            .expect("a thread for the webhook");
-        Webhook {
-            port,
-            inner: Controller {
-                kill: Some(kill),
-                thread: Some(thread),
-            },
-        }
+        });
+        Webhook { port, inner }
     }
 }
 
