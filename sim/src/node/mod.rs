@@ -27,6 +27,7 @@ pub mod logs;
 mod placement;
 mod pod_gc;
 mod pod_status;
+mod pod_view;
 mod pod_worker;
 mod process;
 pub mod quantity;
