@@ -20,6 +20,7 @@ mod config;
 mod containers;
 pub mod cri;
 mod events;
+mod expand;
 mod failures;
 mod hub;
 mod kubelet;
