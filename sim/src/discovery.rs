@@ -78,10 +78,17 @@ pub fn group(reg: &Registry, name: &str) -> Option<Value> {
     Some(v)
 }
 
+/// Whether a resource has the API server's `proxy` subresource (pods, services, nodes).
+pub fn has_proxy_subresource(group: &str, resource: &str) -> bool {
+    group.is_empty() && matches!(resource, "pods" | "services" | "nodes")
+}
+
 /// (subresource, kind group, kind version, kind, verbs)
 fn subresource_details(info: &ResourceInfo, sub: &str) -> (String, String, String, Vec<&'static str>) {
     let own = || (info.group.clone(), String::new(), info.kind.clone());
     let (g, v, k) = match sub {
+        // Connect subresources answer with their options kind in the resource's own group.
+        "proxy" => (info.group.clone(), String::new(), format!("{}ProxyOptions", info.kind)),
         "scale" => ("autoscaling".to_string(), "v1".to_string(), "Scale".to_string()),
         "binding" => (String::new(), "v1".into(), "Binding".into()),
         "eviction" => ("policy".into(), "v1".into(), "Eviction".into()),
@@ -93,6 +100,8 @@ fn subresource_details(info: &ResourceInfo, sub: &str) -> (String, String, Strin
         "log" => vec!["get"],
         "binding" | "eviction" | "token" => vec!["create"],
         "finalize" => vec!["update"],
+        // The proxied methods as discovery names them (HEAD and OPTIONS have no verb of their own).
+        "proxy" => vec!["create", "delete", "get", "patch", "update"],
         _ => vec!["get"],
     };
     (g, v, k, verbs)
@@ -104,6 +113,9 @@ fn subresources(info: &ResourceInfo) -> Vec<String> {
         subs.push("status".to_string());
     }
     subs.extend(info.extra_subresources.iter().cloned());
+    if has_proxy_subresource(&info.group, &info.resource) {
+        subs.push("proxy".to_string());
+    }
     subs
 }
 
@@ -220,6 +232,19 @@ mod tests {
             .map(|r| r["name"].as_str().unwrap())
             .collect();
         assert!(names.contains(&"pods") && names.contains(&"pods/status") && names.contains(&"namespaces/finalize"));
+        for proxied in ["pods/proxy", "services/proxy", "nodes/proxy"] {
+            assert!(names.contains(&proxied), "{proxied} in {names:?}");
+        }
+        let pod_proxy = core["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == "pods/proxy")
+            .unwrap();
+        assert_eq!(pod_proxy["kind"], "PodProxyOptions");
+        assert_eq!(pod_proxy["verbs"], json!(["create", "delete", "get", "patch", "update"]));
+        assert!(pod_proxy.get("version").is_none());
+        assert!(!names.contains(&"configmaps/proxy"));
         let groups = groups(&reg);
         assert!(groups["groups"].as_array().unwrap().iter().any(|g| g["name"] == "apps"));
         let agg = aggregated(&reg, false, "v2");

@@ -10,6 +10,7 @@ use http_body_util::{BodyExt, Limited};
 use serde_json::{Value, json};
 
 use super::AppState;
+use super::proxy;
 use super::request::{Query, ResourcePath, Route, route};
 use super::response::{self, Body};
 use crate::admission_seam::UserInfo;
@@ -173,6 +174,9 @@ fn aggregated(reg: &crate::registry::Registry, core: bool, version: &str) -> Res
 }
 
 fn verb_of(method: &Method, p: &ResourcePath, q: &Query) -> &'static str {
+    if p.subresource.as_deref() == Some(proxy::SUBRESOURCE) {
+        return proxy::verb(method);
+    }
     match (method.as_str(), p.name.is_some()) {
         ("GET", _) if p.legacy_watch || q.flag("watch") => "watch",
         ("GET", true) => "get",
@@ -301,9 +305,16 @@ async fn resource_request(
         let served = (sub == "status" && info.status_subresource)
             || (sub == "finalize" && info.resource == "namespaces")
             || (sub == "binding" && info.resource == "pods")
-            || (sub == "log" && info.resource == "pods" && info.group.is_empty());
+            || (sub == "log" && info.resource == "pods" && info.group.is_empty())
+            || (sub == proxy::SUBRESOURCE && discovery::has_proxy_subresource(&info.group, &info.resource));
         if !served {
             return Err(ApiError::ResourceNotServed);
+        }
+        if sub == proxy::SUBRESOURCE {
+            if info.namespaced && path.namespace.is_none() {
+                return Err(ApiError::ResourceNotServed);
+            }
+            return proxy::serve(&state.store, req, &path).await;
         }
     }
     let ns = path.namespace.clone().unwrap_or_default();

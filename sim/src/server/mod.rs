@@ -1,6 +1,7 @@
 //! The HTTPS listener: TLS (rustls) on 127.0.0.1, HTTP/2 and HTTP/1.1, graceful shutdown.
 
 mod handlers;
+mod proxy;
 mod request;
 mod response;
 
@@ -90,7 +91,8 @@ pub(crate) fn spawn(
                             }
                         };
                         let client_cert = tls.get_ref().1.peer_certificates().is_some_and(|c| !c.is_empty());
-                        let svc = service_fn(move |req| {
+                        let svc = service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+                            req.extensions_mut().insert(proxy::ClientAddr(peer));
                             let state = state.clone();
                             async move { Ok::<_, Infallible>(handlers::handle(state, req, client_cert).await) }
                         });

@@ -108,6 +108,9 @@ fn resource_route(group: &str, version: &str, rest: &[&str]) -> Route {
         [resource] => mk(None, resource, None, None),
         [resource, name] => mk(None, resource, Some(name), None),
         [resource, name, sub] => mk(None, resource, Some(name), Some(sub)),
+        // `.../proxy/<any path>`: the rest is the proxied path, read from the raw URI.
+        ["namespaces", ns, resource, name, "proxy", _, ..] => mk(Some(ns), resource, Some(name), Some("proxy")),
+        [resource, name, "proxy", _, ..] => mk(None, resource, Some(name), Some("proxy")),
         _ => Route::NotFound,
     }
 }
@@ -184,6 +187,17 @@ mod tests {
                 version: "v1".into()
             }
         );
+        let Route::Resource(r) = route("/api/v1/namespaces/d/pods/http:p:80/proxy/a/b/") else {
+            panic!()
+        };
+        assert_eq!(
+            (r.resource.as_str(), r.name.as_deref(), r.subresource.as_deref()),
+            ("pods", Some("http:p:80"), Some("proxy"))
+        );
+        let Route::Resource(r) = route("/api/v1/nodes/n/proxy/metrics") else {
+            panic!()
+        };
+        assert_eq!((r.name.as_deref(), r.subresource.as_deref()), (Some("n"), Some("proxy")));
         let q = Query::parse(Some("labelSelector=a%3Db%2Cc+in+(d)&watch=1"));
         assert_eq!(q.get("labelSelector"), Some("a=b,c in (d)"));
         assert!(q.flag("watch"));
