@@ -242,7 +242,10 @@ mod tests {
             .find(|r| r["name"] == "pods/proxy")
             .unwrap();
         assert_eq!(pod_proxy["kind"], "PodProxyOptions");
-        assert_eq!(pod_proxy["verbs"], json!(["create", "delete", "get", "patch", "update"]));
+        assert_eq!(
+            pod_proxy["verbs"],
+            json!(["create", "delete", "get", "patch", "update"])
+        );
         assert!(pod_proxy.get("version").is_none());
         assert!(!names.contains(&"configmaps/proxy"));
         let groups = groups(&reg);

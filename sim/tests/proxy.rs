@@ -39,7 +39,12 @@ async fn echo(req: Request<Incoming>, tls: bool) -> Result<Response<Full<Bytes>>
         .iter()
         .map(|(k, v)| (k.to_string(), json!(v.to_str().unwrap_or("?"))))
         .collect();
-    let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
     let seen = json!({
         "method": method, "uri": uri, "headers": headers, "tls": tls,
         "body": String::from_utf8_lossy(&body),
@@ -62,7 +67,9 @@ async fn echo(req: Request<Incoming>, tls: bool) -> Result<Response<Full<Bytes>>
 
 /// Serves [`echo`] on `ip` (any free port), over TLS when a config is given.
 async fn backend(ip: Ipv4Addr, tls: Option<Arc<rustls::ServerConfig>>) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind((ip, 0)).await.expect("bind a loopback address");
+    let listener = tokio::net::TcpListener::bind((ip, 0))
+        .await
+        .expect("bind a loopback address");
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
         loop {
@@ -158,7 +165,9 @@ async fn raw(sim: &Sim, method: &str, path: &str, headers: &[(&str, &str)], body
         req = req.header(*k, *v);
     }
     let req = req.body(Full::new(Bytes::from(body.to_string()))).unwrap();
-    let resp = within(&format!("{method} {path}"), sender.send_request(req)).await.unwrap();
+    let resp = within(&format!("{method} {path}"), sender.send_request(req))
+        .await
+        .unwrap();
     let code = resp.status().as_u16();
     let headers = resp.headers().clone();
     let body = resp.into_body().collect().await.unwrap().to_bytes();
@@ -198,9 +207,13 @@ async fn running_pod(client: &kube::Client, name: &str, ip: Option<Ipv4Addr>, po
         status["podIP"] = json!(ip.to_string());
         status["podIPs"] = json!([{ "ip": ip.to_string() }]);
     }
-    pods.patch_status(name, &PatchParams::default(), &Patch::Merge(json!({ "status": status })))
-        .await
-        .unwrap();
+    pods.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": status })),
+    )
+    .await
+    .unwrap();
 }
 
 fn status_message(answer: &Answer) -> (u16, String, String) {
@@ -264,7 +277,10 @@ async fn pod_proxy_forwards_methods_paths_bodies_and_headers() {
     let posted = kube_request(&client, "POST", &format!("{pp}/kube"), b"from kube-rs".to_vec())
         .await
         .seen();
-    assert_eq!((posted["method"].as_str(), posted["body"].as_str()), (Some("POST"), Some("from kube-rs")));
+    assert_eq!(
+        (posted["method"].as_str(), posted["body"].as_str()),
+        (Some("POST"), Some("from kube-rs"))
+    );
     let head = raw(&sim, "HEAD", &format!("{pp}/h"), &[], "").await;
     assert_eq!(head.code, 200);
     assert_eq!(head.headers["x-echo-method"], "HEAD");
@@ -337,9 +353,20 @@ async fn pod_proxy_errors_read_like_the_apiserver() {
     let invalid = raw(&sim, "GET", "/api/v1/namespaces/default/pods/a:b:c:d/proxy/", &[], "").await;
     assert_eq!(
         status_message(&invalid),
-        (400, "BadRequest".to_string(), "invalid pod request \"a:b:c:d\"".to_string())
+        (
+            400,
+            "BadRequest".to_string(),
+            "invalid pod request \"a:b:c:d\"".to_string()
+        )
     );
-    let bad_scheme = raw(&sim, "GET", "/api/v1/namespaces/default/pods/ftp:down:21/proxy/", &[], "").await;
+    let bad_scheme = raw(
+        &sim,
+        "GET",
+        "/api/v1/namespaces/default/pods/ftp:down:21/proxy/",
+        &[],
+        "",
+    )
+    .await;
     assert_eq!(bad_scheme.code, 400);
     // Only core pods, services and nodes have the subresource.
     let configmap = raw(&sim, "GET", "/api/v1/namespaces/default/configmaps/x/proxy/", &[], "").await;
@@ -347,7 +374,10 @@ async fn pod_proxy_errors_read_like_the_apiserver() {
     let trace = raw(&sim, "TRACE", "/api/v1/namespaces/default/pods/down/proxy/", &[], "").await;
     assert_eq!(status_message(&trace).0, 405);
     // Unauthenticated requests never reach the backend.
-    assert_eq!(unauthenticated_get(&sim, "/api/v1/namespaces/default/pods/down/proxy/").await, 401);
+    assert_eq!(
+        unauthenticated_get(&sim, "/api/v1/namespaces/default/pods/down/proxy/").await,
+        401
+    );
     sim.shutdown().await;
 }
 
@@ -405,12 +435,18 @@ async fn service_proxy_picks_a_valid_endpoint_by_port() {
     };
     let pod_ref = json!({ "kind": "Pod", "namespace": "default", "name": "web-0" });
     endpoints
-        .create(&PostParams::default(), &eps("web", json!({ "ip": ip.to_string(), "targetRef": pod_ref })))
+        .create(
+            &PostParams::default(),
+            &eps("web", json!({ "ip": ip.to_string(), "targetRef": pod_ref })),
+        )
         .await
         .unwrap();
     // An address that is no pod's: the apiserver skips it.
     endpoints
-        .create(&PostParams::default(), &eps("stranger", json!({ "ip": ip.to_string() })))
+        .create(
+            &PostParams::default(),
+            &eps("stranger", json!({ "ip": ip.to_string() })),
+        )
         .await
         .unwrap();
     let empty: Endpoints = serde_json::from_value(json!({ "metadata": { "name": "empty" } })).unwrap();
@@ -418,23 +454,42 @@ async fn service_proxy_picks_a_valid_endpoint_by_port() {
 
     let base = "/api/v1/namespaces/default/services";
     for id in ["web:http", "web:80", "http:web:http"] {
-        let seen = kube_request(&client, "GET", &format!("{base}/{id}/proxy/healthz?verbose"), Vec::new())
-            .await
-            .seen();
+        let seen = kube_request(
+            &client,
+            "GET",
+            &format!("{base}/{id}/proxy/healthz?verbose"),
+            Vec::new(),
+        )
+        .await
+        .seen();
         assert_eq!(seen["uri"], "/healthz?verbose", "{id}");
         assert_eq!(seen["headers"]["x-forwarded-uri"], format!("{base}/{id}/proxy/healthz"));
     }
-    let posted = raw(&sim, "POST", &format!("{base}/web:http/proxy/jobs"), &[], "{\"n\":1}").await.seen();
-    assert_eq!((posted["method"].as_str(), posted["body"].as_str()), (Some("POST"), Some("{\"n\":1}")));
+    let posted = raw(&sim, "POST", &format!("{base}/web:http/proxy/jobs"), &[], "{\"n\":1}")
+        .await
+        .seen();
+    assert_eq!(
+        (posted["method"].as_str(), posted["body"].as_str()),
+        (Some("POST"), Some("{\"n\":1}"))
+    );
 
     let unavailable = |message: String| (503, "ServiceUnavailable".to_string(), message);
     // No port: only an unnamed port matches, and this Service's port is named.
     let answer = raw(&sim, "GET", &format!("{base}/web/proxy/"), &[], "").await;
-    assert_eq!(status_message(&answer), unavailable("no endpoints available for service \"web\"".into()));
+    assert_eq!(
+        status_message(&answer),
+        unavailable("no endpoints available for service \"web\"".into())
+    );
     let answer = raw(&sim, "GET", &format!("{base}/web:81/proxy/"), &[], "").await;
-    assert_eq!(status_message(&answer), unavailable("no service port 81 found for service \"web\"".into()));
+    assert_eq!(
+        status_message(&answer),
+        unavailable("no service port 81 found for service \"web\"".into())
+    );
     let answer = raw(&sim, "GET", &format!("{base}/empty:http/proxy/"), &[], "").await;
-    assert_eq!(status_message(&answer), unavailable("no endpoints available for service \"empty\"".into()));
+    assert_eq!(
+        status_message(&answer),
+        unavailable("no endpoints available for service \"empty\"".into())
+    );
     let answer = raw(&sim, "GET", &format!("{base}/stranger:http/proxy/"), &[], "").await;
     assert_eq!(
         status_message(&answer),
@@ -443,7 +498,11 @@ async fn service_proxy_picks_a_valid_endpoint_by_port() {
     let answer = raw(&sim, "GET", &format!("{base}/no-endpoints:http/proxy/"), &[], "").await;
     assert_eq!(
         status_message(&answer),
-        (404, "NotFound".to_string(), "endpoints \"no-endpoints\" not found".to_string())
+        (
+            404,
+            "NotFound".to_string(),
+            "endpoints \"no-endpoints\" not found".to_string()
+        )
     );
     sim.shutdown().await;
 }
@@ -471,20 +530,42 @@ async fn node_proxy_reaches_the_kubelet_over_https_without_verifying_it() {
         .unwrap();
 
     for id in ["n1".to_string(), format!("n1:{}", kubelet.port())] {
-        let seen = kube_request(&client, "GET", &format!("/api/v1/nodes/{id}/proxy/metrics?x=1"), Vec::new())
-            .await
-            .seen();
-        assert_eq!(seen["tls"], true, "{id}");
-        assert_eq!(seen["uri"], "/metrics?x=1");
-        assert_eq!(seen["headers"]["x-forwarded-uri"], format!("/api/v1/nodes/{id}/proxy/metrics"));
-    }
-    // Another port: the requested scheme (http by default) on the node's address.
-    let seen = raw(&sim, "GET", &format!("/api/v1/nodes/n1:{}/proxy/other", plain.port()), &[], "")
+        let seen = kube_request(
+            &client,
+            "GET",
+            &format!("/api/v1/nodes/{id}/proxy/metrics?x=1"),
+            Vec::new(),
+        )
         .await
         .seen();
-    assert_eq!((seen["tls"].as_bool(), seen["uri"].as_str()), (Some(false), Some("/other")));
-    let seen = raw(&sim, "PUT", "/api/v1/nodes/n1/proxy/configz", &[], "cfg").await.seen();
-    assert_eq!((seen["method"].as_str(), seen["body"].as_str()), (Some("PUT"), Some("cfg")));
+        assert_eq!(seen["tls"], true, "{id}");
+        assert_eq!(seen["uri"], "/metrics?x=1");
+        assert_eq!(
+            seen["headers"]["x-forwarded-uri"],
+            format!("/api/v1/nodes/{id}/proxy/metrics")
+        );
+    }
+    // Another port: the requested scheme (http by default) on the node's address.
+    let seen = raw(
+        &sim,
+        "GET",
+        &format!("/api/v1/nodes/n1:{}/proxy/other", plain.port()),
+        &[],
+        "",
+    )
+    .await
+    .seen();
+    assert_eq!(
+        (seen["tls"].as_bool(), seen["uri"].as_str()),
+        (Some(false), Some("/other"))
+    );
+    let seen = raw(&sim, "PUT", "/api/v1/nodes/n1/proxy/configz", &[], "cfg")
+        .await
+        .seen();
+    assert_eq!(
+        (seen["method"].as_str(), seen["body"].as_str()),
+        (Some("PUT"), Some("cfg"))
+    );
 
     let answer = raw(&sim, "GET", "/api/v1/nodes/bare/proxy/", &[], "").await;
     assert_eq!(answer.code, 500);
@@ -546,10 +627,16 @@ async fn kubectl_get_raw_through_the_pod_proxy() {
             .stdin(std::process::Stdio::null());
         cmd
     };
-    let path = format!("/api/v1/namespaces/default/pods/web:{}/proxy/some/path?q=1", addr.port());
-    let out = within("kubectl get --raw", run(vec!["get".into(), "--raw".into(), path]).output())
-        .await
-        .unwrap();
+    let path = format!(
+        "/api/v1/namespaces/default/pods/web:{}/proxy/some/path?q=1",
+        addr.port()
+    );
+    let out = within(
+        "kubectl get --raw",
+        run(vec!["get".into(), "--raw".into(), path]).output(),
+    )
+    .await
+    .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(seen["method"], "GET");
@@ -559,9 +646,12 @@ async fn kubectl_get_raw_through_the_pod_proxy() {
     // A refused connection is kubectl's error with the apiserver's message.
     let closed = closed_port(ip).await;
     let path = format!("/api/v1/namespaces/default/pods/web:{closed}/proxy/");
-    let out = within("kubectl get --raw", run(vec!["get".into(), "--raw".into(), path]).output())
-        .await
-        .unwrap();
+    let out = within(
+        "kubectl get --raw",
+        run(vec!["get".into(), "--raw".into(), path]).output(),
+    )
+    .await
+    .unwrap();
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(

@@ -197,7 +197,10 @@ mod tests {
         let Route::Resource(r) = route("/api/v1/nodes/n/proxy/metrics") else {
             panic!()
         };
-        assert_eq!((r.name.as_deref(), r.subresource.as_deref()), (Some("n"), Some("proxy")));
+        assert_eq!(
+            (r.name.as_deref(), r.subresource.as_deref()),
+            (Some("n"), Some("proxy"))
+        );
         let q = Query::parse(Some("labelSelector=a%3Db%2Cc+in+(d)&watch=1"));
         assert_eq!(q.get("labelSelector"), Some("a=b,c in (d)"));
         assert!(q.flag("watch"));

@@ -134,9 +134,7 @@ fn pod_ips(pod: &Value) -> Vec<String> {
 /// deliberate difference). Unspecified, multicast, link-local and broadcast stay refused.
 fn proxyable(ip: &str) -> bool {
     match ip.parse::<IpAddr>() {
-        Ok(IpAddr::V4(v4)) => {
-            !(v4.is_unspecified() || v4.is_multicast() || v4.is_link_local() || v4.is_broadcast())
-        }
+        Ok(IpAddr::V4(v4)) => !(v4.is_unspecified() || v4.is_multicast() || v4.is_link_local() || v4.is_broadcast()),
         Ok(IpAddr::V6(v6)) => {
             let link_local = (v6.segments()[0] & 0xffc0) == 0xfe80;
             !(v6.is_unspecified() || v6.is_multicast() || link_local)
@@ -157,7 +155,11 @@ pub fn pod(store: &Store, namespace: &str, id: &str) -> Result<Location, ApiErro
         let containers = pod.pointer("/spec/containers").and_then(Value::as_array);
         for c in containers.into_iter().flatten() {
             if let Some(first) = c.get("ports").and_then(Value::as_array).and_then(|p| p.first()) {
-                port = first.get("containerPort").and_then(Value::as_i64).unwrap_or(0).to_string();
+                port = first
+                    .get("containerPort")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0)
+                    .to_string();
                 break;
             }
         }
@@ -336,9 +338,15 @@ mod tests {
     #[test]
     fn locations_print_as_go_urls() {
         let l = Location::new(Scheme::Http, "127.1.2.3", "");
-        assert_eq!((l.host.as_str(), l.dial_addr()), ("127.1.2.3", "127.1.2.3:80".to_string()));
+        assert_eq!(
+            (l.host.as_str(), l.dial_addr()),
+            ("127.1.2.3", "127.1.2.3:80".to_string())
+        );
         let l = Location::new(Scheme::Https, "::1", "8443");
-        assert_eq!((l.host.as_str(), l.dial_addr()), ("[::1]:8443", "[::1]:8443".to_string()));
+        assert_eq!(
+            (l.host.as_str(), l.dial_addr()),
+            ("[::1]:8443", "[::1]:8443".to_string())
+        );
     }
 
     #[test]

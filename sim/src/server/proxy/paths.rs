@@ -171,11 +171,23 @@ mod tests {
         let prepend = "/api/v1/namespaces/d/pods/p:80/proxy";
         let host = "127.0.0.9:80";
         let api = "127.0.0.1:6443";
-        assert_eq!(rewrite_location("/login?x=1", host, api, prepend), format!("{prepend}/login?x=1"));
-        assert_eq!(rewrite_location("http://127.0.0.9:80/a/", host, api, prepend), format!("{prepend}/a/"));
-        assert_eq!(rewrite_location("https://example.com/a", host, api, prepend), "https://example.com/a");
+        assert_eq!(
+            rewrite_location("/login?x=1", host, api, prepend),
+            format!("{prepend}/login?x=1")
+        );
+        assert_eq!(
+            rewrite_location("http://127.0.0.9:80/a/", host, api, prepend),
+            format!("{prepend}/a/")
+        );
+        assert_eq!(
+            rewrite_location("https://example.com/a", host, api, prepend),
+            "https://example.com/a"
+        );
         assert_eq!(rewrite_location("relative/x", host, api, prepend), "relative/x");
-        assert_eq!(rewrite_location(&format!("{prepend}/b"), host, api, prepend), format!("{prepend}/b"));
+        assert_eq!(
+            rewrite_location(&format!("{prepend}/b"), host, api, prepend),
+            format!("{prepend}/b")
+        );
         assert_eq!(
             rewrite_location("https://127.0.0.1:6443/c", host, api, prepend),
             format!("https://127.0.0.1:6443{prepend}/c")
