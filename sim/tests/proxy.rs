@@ -274,6 +274,13 @@ async fn pod_proxy_forwards_methods_paths_bodies_and_headers() {
         assert_eq!(seen["headers"]["host"], "localhost", "the client's Host is forwarded");
         assert!(seen["headers"].get("authorization").is_none(), "{seen}");
     }
+    // The sub-path is decoded, cleaned as Go's path.Join does, and escaped again.
+    let seen = raw(&sim, "GET", &format!("{pp}/a%20b/./x/../c%3Fd"), &[], "")
+        .await
+        .seen();
+    assert_eq!(seen["uri"], "/a%20b/c%3Fd");
+    let seen = raw(&sim, "GET", &format!("{pp}/a%20b/c%3Fd"), &[], "").await.seen();
+    assert_eq!(seen["headers"]["x-forwarded-uri"], format!("{pp}/a b/c?d"));
     let posted = kube_request(&client, "POST", &format!("{pp}/kube"), b"from kube-rs".to_vec())
         .await
         .seen();

@@ -124,7 +124,8 @@ fn upstream_headers(req: &Request<Incoming>, fwd: &Forward<'_>) -> HeaderMap {
     if fwd.path.ends_with('/') && !forwarded_uri.ends_with('/') {
         forwarded_uri.push('/');
     }
-    if let Ok(v) = HeaderValue::from_str(&paths::escape(&forwarded_uri)) {
+    // Go sets the decoded path as it is (UTF-8 bytes included).
+    if let Ok(v) = HeaderValue::from_bytes(forwarded_uri.as_bytes()) {
         headers.insert(HeaderName::from_static("x-forwarded-uri"), v);
     }
     headers
