@@ -248,6 +248,21 @@ mod tests {
         );
         assert!(pod_proxy.get("version").is_none());
         assert!(!names.contains(&"configmaps/proxy"));
+        let core_agg = aggregated(&reg, true, "v2");
+        let pods = core_agg["items"][0]["versions"][0]["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["resource"] == "pods")
+            .unwrap();
+        let proxy = pods["subresources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["subresource"] == "proxy")
+            .unwrap();
+        assert_eq!(proxy["responseKind"]["kind"], "PodProxyOptions");
+        assert_eq!(proxy["verbs"], json!(["create", "delete", "get", "patch", "update"]));
         let groups = groups(&reg);
         assert!(groups["groups"].as_array().unwrap().iter().any(|g| g["name"] == "apps"));
         let agg = aggregated(&reg, false, "v2");
