@@ -28,6 +28,7 @@ pub mod protobuf;
 pub mod registry;
 pub mod schema;
 pub mod selectors;
+pub mod service_account_tokens;
 mod server;
 mod sim;
 pub mod status;
