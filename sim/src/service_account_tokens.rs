@@ -248,7 +248,10 @@ impl TokenSigner {
         let sa = get(store, "serviceaccounts", ns, &k.serviceaccount.name)
             .ok_or_else(|| TokenError::ServiceAccountNotFound(k.serviceaccount.name.clone()))?;
         if deleted_long_ago(&sa) {
-            return Err(TokenError::ServiceAccountDeleted(format!("{ns}/{}", k.serviceaccount.name)));
+            return Err(TokenError::ServiceAccountDeleted(format!(
+                "{ns}/{}",
+                k.serviceaccount.name
+            )));
         }
         if crate::meta::uid(&sa) != k.serviceaccount.uid {
             return Err(TokenError::ServiceAccountUid {
@@ -320,7 +323,10 @@ mod tests {
         assert_eq!(c["iss"], ISSUER);
         assert_eq!(c["sub"], "system:serviceaccount:ns:sa");
         assert_eq!(c["aud"], serde_json::json!([ISSUER]));
-        assert_eq!((c["iat"].as_i64(), c["nbf"].as_i64(), c["exp"].as_i64()), (Some(1000), Some(1000), Some(1600)));
+        assert_eq!(
+            (c["iat"].as_i64(), c["nbf"].as_i64(), c["exp"].as_i64()),
+            (Some(1000), Some(1000), Some(1600))
+        );
         assert_eq!(c["kubernetes.io"]["serviceaccount"]["uid"], "sa-uid");
         assert_eq!(c["kubernetes.io"]["pod"]["name"], "p");
         assert_eq!(c["kubernetes.io"]["node"]["uid"], "n-uid");

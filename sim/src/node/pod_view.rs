@@ -104,7 +104,10 @@ pub(crate) fn prepare(input: ViewInput<'_>) -> Result<View, ViewError> {
     let pod = input.pod;
     let uid = crate::meta::uid(pod);
     if uid.is_empty() {
-        return Err(ViewError::Config(format!("pod {:?} has no uid", crate::meta::name(pod))));
+        return Err(ViewError::Config(format!(
+            "pod {:?} has no uid",
+            crate::meta::name(pod)
+        )));
     }
     let dir = pod_dir(input.node_root, uid);
     std::fs::create_dir_all(&dir).map_err(files_err(&dir))?;
@@ -282,11 +285,7 @@ fn volume_mounts(
         let mount_path = m.get("mountPath").and_then(Value::as_str).unwrap_or("");
         let sub_path = match m.get("subPathExpr").and_then(Value::as_str).filter(|s| !s.is_empty()) {
             Some(expr) => expand_sub_path(expr, env)?,
-            None => m
-                .get("subPath")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string(),
+            None => m.get("subPath").and_then(Value::as_str).unwrap_or("").to_string(),
         };
         let source = if sub_path.is_empty() {
             vol.path.clone()
@@ -343,7 +342,10 @@ fn sub_path_source(volume: &Path, sub_path: &str, mount: &str, container: &str) 
     if std::fs::symlink_metadata(&path).is_err() {
         let created = std::fs::metadata(volume).and_then(|meta| {
             std::fs::create_dir_all(&path)?;
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(meta.permissions().mode() & 0o7777))
+            std::fs::set_permissions(
+                &path,
+                std::fs::Permissions::from_mode(meta.permissions().mode() & 0o7777),
+            )
         });
         if created.is_err() {
             return Err(ViewError::Config(format!(

@@ -97,10 +97,7 @@ pub(crate) fn write(dir: &Path, payload: &Payload) -> Result<(), WriteError> {
         std::fs::rename(&tmp, &data_link).map_err(io_err(&data_link))?;
     }
     // The user-visible names: one link per top-level element of the payload.
-    let wanted: std::collections::BTreeSet<&str> = payload
-        .keys()
-        .map(|p| p.split('/').next().unwrap_or(p))
-        .collect();
+    let wanted: std::collections::BTreeSet<&str> = payload.keys().map(|p| p.split('/').next().unwrap_or(p)).collect();
     for top in &wanted {
         let link = dir.join(top);
         if std::fs::symlink_metadata(&link).is_err() {
@@ -128,11 +125,7 @@ pub(crate) fn write(dir: &Path, payload: &Payload) -> Result<(), WriteError> {
 fn new_ts_dir(dir: &Path) -> Result<String, WriteError> {
     let stamp = jiff::Timestamp::now().strftime("..%Y_%m_%d_%H_%M_%S.").to_string();
     loop {
-        let random = u32::from_le_bytes(
-            uuid::Uuid::new_v4().as_bytes()[..4]
-                .try_into()
-                .unwrap_or([0; 4]),
-        );
+        let random = u32::from_le_bytes(uuid::Uuid::new_v4().as_bytes()[..4].try_into().unwrap_or([0; 4]));
         let name = format!("{stamp}{random}");
         let path = dir.join(&name);
         match std::fs::create_dir(&path) {
@@ -204,9 +197,15 @@ mod tests {
         write(dir, &payload).unwrap_or_else(|e| panic!("{e}"));
         let ts = std::fs::read_link(dir.join("..data")).unwrap_or_default();
         let ts = ts.to_string_lossy().into_owned();
-        assert!(ts.starts_with("..") && ts.len() > "..2026_01_01_00_00_00.".len(), "{ts}");
+        assert!(
+            ts.starts_with("..") && ts.len() > "..2026_01_01_00_00_00.".len(),
+            "{ts}"
+        );
         assert_eq!(std::fs::read_link(dir.join("a")).ok(), Some(PathBuf::from("..data/a")));
-        assert_eq!(std::fs::read_link(dir.join("sub")).ok(), Some(PathBuf::from("..data/sub")));
+        assert_eq!(
+            std::fs::read_link(dir.join("sub")).ok(),
+            Some(PathBuf::from("..data/sub"))
+        );
         assert_eq!(read(&dir.join("a")), "1");
         assert_eq!(read(&dir.join("sub/b")), "2");
         let mode = std::fs::metadata(dir.join("sub/b")).map(|m| m.permissions().mode() & 0o777);

@@ -23,13 +23,16 @@ const MAX_FQDN: usize = 64;
 fn is_dns1123_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
 }
 
 pub(super) fn host_network(pod: &Value) -> bool {
-    pod.pointer("/spec/hostNetwork").and_then(Value::as_bool).unwrap_or(false)
+    pod.pointer("/spec/hostNetwork")
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
 }
 
 /// The pod's hostname (`spec.hostname` or its name, cut to 63 characters) and domain
@@ -37,7 +40,11 @@ pub(super) fn host_network(pod: &Value) -> bool {
 pub(super) fn hostname_and_domain(pod: &Value) -> Result<(String, Option<String>), ViewError> {
     let name = crate::meta::name(pod);
     let mut hostname = name.to_string();
-    if let Some(h) = pod.pointer("/spec/hostname").and_then(Value::as_str).filter(|h| !h.is_empty()) {
+    if let Some(h) = pod
+        .pointer("/spec/hostname")
+        .and_then(Value::as_str)
+        .filter(|h| !h.is_empty())
+    {
         if !is_dns1123_label(h) {
             return Err(ViewError::Config(format!(
                 "pod Hostname {h:?} is not a valid DNS label: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character"
@@ -53,7 +60,11 @@ pub(super) fn hostname_and_domain(pod: &Value) -> Result<(String, Option<String>
         }
         hostname = cut;
     }
-    let domain = match pod.pointer("/spec/subdomain").and_then(Value::as_str).filter(|s| !s.is_empty()) {
+    let domain = match pod
+        .pointer("/spec/subdomain")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+    {
         Some(sub) => {
             if !is_dns1123_label(sub) {
                 return Err(ViewError::Config(format!(
@@ -218,7 +229,10 @@ fn dedup(v: Vec<String>) -> Vec<String> {
 /// into Default unless ClusterFirstWithHostNet), then `dnsConfig` merged in, then glibc's limits.
 pub(super) fn pod_dns(store: &Store, pod: &Value) -> DnsConfig {
     let ns = crate::meta::namespace(pod);
-    let policy = pod.pointer("/spec/dnsPolicy").and_then(Value::as_str).unwrap_or("ClusterFirst");
+    let policy = pod
+        .pointer("/spec/dnsPolicy")
+        .and_then(Value::as_str)
+        .unwrap_or("ClusterFirst");
     let cluster = match policy {
         "None" => None,
         "ClusterFirstWithHostNet" => Some(true),

@@ -210,7 +210,10 @@ mod tests {
 
     #[test]
     fn subscripts() {
-        assert_eq!(split_subscript("metadata.labels['a.b/c']"), Some(("metadata.labels", "a.b/c")));
+        assert_eq!(
+            split_subscript("metadata.labels['a.b/c']"),
+            Some(("metadata.labels", "a.b/c"))
+        );
         assert_eq!(split_subscript("['x']"), None);
         assert_eq!(split_subscript("metadata.name"), None);
     }

@@ -70,12 +70,8 @@ pub(super) fn environment(input: &ViewInput<'_>) -> Result<Vec<(String, String)>
         let literal = var.get("value").and_then(Value::as_str).unwrap_or("");
         let value = if !literal.is_empty() {
             expand::expand(literal, |n| {
-                env.get(n).or_else(|| {
-                    service_env
-                        .iter()
-                        .find(|(k, _)| k == n)
-                        .map(|(_, v)| v.as_str())
-                })
+                env.get(n)
+                    .or_else(|| service_env.iter().find(|(k, _)| k == n).map(|(_, v)| v.as_str()))
             })
         } else if let Some(from) = var.get("valueFrom") {
             match value_from(input, from)? {
@@ -89,10 +85,7 @@ pub(super) fn environment(input: &ViewInput<'_>) -> Result<Vec<(String, String)>
         env.set(name.to_string(), value);
     }
 
-    let mut out: Vec<(String, String)> = service_env
-        .into_iter()
-        .filter(|(k, _)| env.get(k).is_none())
-        .collect();
+    let mut out: Vec<(String, String)> = service_env.into_iter().filter(|(k, _)| env.get(k).is_none()).collect();
     out.extend(env.entries);
     Ok(out)
 }
@@ -150,7 +143,11 @@ fn service_links(input: &ViewInput<'_>) -> Vec<(String, String)> {
     let list = |namespace: &str| -> Vec<Value> {
         input
             .store
-            .list(&Gvr::new("", "v1", "services"), Some(namespace), &ListOptions::default())
+            .list(
+                &Gvr::new("", "v1", "services"),
+                Some(namespace),
+                &ListOptions::default(),
+            )
             .ok()
             .and_then(|l| l.get("items").and_then(Value::as_array).cloned())
             .unwrap_or_default()
@@ -198,11 +195,18 @@ fn service_env(name: &str, svc: &Value) -> Vec<(String, String)> {
     ];
     for p in &ports {
         if let Some(pn) = p.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) {
-            out.push((format!("{prefix}_SERVICE_PORT_{}", env_name(pn)), port_of(p).to_string()));
+            out.push((
+                format!("{prefix}_SERVICE_PORT_{}", env_name(pn)),
+                port_of(p).to_string(),
+            ));
         }
     }
     // `net.JoinHostPort`: IPv6 addresses in brackets.
-    let host = if ip.contains(':') { format!("[{ip}]") } else { ip.to_string() };
+    let host = if ip.contains(':') {
+        format!("[{ip}]")
+    } else {
+        ip.to_string()
+    };
     for (i, p) in ports.iter().enumerate() {
         let protocol = p.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
         let lower = protocol.to_lowercase();

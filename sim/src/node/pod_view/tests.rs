@@ -22,14 +22,25 @@ impl Fixture {
             tokens: TokenSigner::new(),
             dir: tempfile::tempdir().unwrap(),
         };
-        f.create("namespaces", "", json!({ "metadata": { "name": "default" } })).await;
-        f.create("namespaces", "", json!({ "metadata": { "name": "ns" } })).await;
-        f.create("namespaces", "", json!({ "metadata": { "name": "kube-system" } })).await;
-        f.create("serviceaccounts", "ns", json!({ "metadata": { "name": "default" } })).await;
+        f.create("namespaces", "", json!({ "metadata": { "name": "default" } }))
+            .await;
+        f.create("namespaces", "", json!({ "metadata": { "name": "ns" } }))
+            .await;
+        f.create("namespaces", "", json!({ "metadata": { "name": "kube-system" } }))
+            .await;
+        f.create("serviceaccounts", "ns", json!({ "metadata": { "name": "default" } }))
+            .await;
         let mut node = f.create("nodes", "", json!({ "metadata": { "name": "n1" } })).await;
         node["status"] = json!({ "allocatable": { "cpu": "8", "memory": "32Gi", "ephemeral-storage": "100Gi" } });
         f.store
-            .update(&Gvr::new("", "v1", "nodes"), "", "n1", node, Some("status"), &WriteOptions::default())
+            .update(
+                &Gvr::new("", "v1", "nodes"),
+                "",
+                "n1",
+                node,
+                Some("status"),
+                &WriteOptions::default(),
+            )
             .await
             .unwrap();
         f
@@ -146,11 +157,17 @@ async fn config_map_volume_with_items_modes_and_binary_data() {
     let v = f.view(&p).unwrap();
     let all = mount(&v, "/all");
     assert!(all.read_only, "ConfigMap volumes are always read-only");
-    assert!(all.source.ends_with("var/lib/kubelet/pods/uid-1/volumes/kubernetes.io~configmap/all"));
+    assert!(
+        all.source
+            .ends_with("var/lib/kubelet/pods/uid-1/volumes/kubernetes.io~configmap/all")
+    );
     assert_eq!(read(&all.source.join("a")), "A");
     assert_eq!(std::fs::read(all.source.join("bin")).unwrap(), vec![0, 1, 2]);
     assert_eq!(mode(&all.source.join("a")), 0o440);
-    assert_eq!(std::fs::read_link(all.source.join("a")).unwrap(), PathBuf::from("..data/a"));
+    assert_eq!(
+        std::fs::read_link(all.source.join("a")).unwrap(),
+        PathBuf::from("..data/a")
+    );
     assert!(std::fs::read_link(all.source.join("..data")).is_ok());
     let some = mount(&v, "/some");
     assert_eq!(read(&some.source.join("dir/renamed")), "A");
@@ -162,13 +179,24 @@ async fn config_map_volume_with_items_modes_and_binary_data() {
 #[tokio::test]
 async fn secret_volume_missing_optional_and_missing_key() {
     let f = Fixture::new().await;
-    f.create("secrets", "ns", json!({ "metadata": { "name": "s" }, "stringData": { "pw": "hunter2" } })).await;
+    f.create(
+        "secrets",
+        "ns",
+        json!({ "metadata": { "name": "s" }, "stringData": { "pw": "hunter2" } }),
+    )
+    .await;
     let p = pod(json!({ "volumes": [{ "name": "sec", "secret": { "secretName": "s", "defaultMode": 0o400 } }] }));
     let mut p2 = p.clone();
-    container(&mut p2, json!({ "volumeMounts": [{ "name": "sec", "mountPath": "/sec", "readOnly": false }] }));
+    container(
+        &mut p2,
+        json!({ "volumeMounts": [{ "name": "sec", "mountPath": "/sec", "readOnly": false }] }),
+    );
     let v = f.view(&p2).unwrap();
     let m = mount(&v, "/sec");
-    assert!(m.read_only, "Secret volumes are read-only even when the mount asks otherwise");
+    assert!(
+        m.read_only,
+        "Secret volumes are read-only even when the mount asks otherwise"
+    );
     assert!(m.source.to_string_lossy().contains("kubernetes.io~secret/sec"));
     assert_eq!(read(&m.source.join("pw")), "hunter2");
     assert_eq!(mode(&m.source.join("pw")), 0o400);
@@ -180,7 +208,9 @@ async fn secret_volume_missing_optional_and_missing_key() {
     );
     let optional = pod(json!({ "volumes": [{ "name": "v", "secret": { "secretName": "nope", "optional": true } }] }));
     f.view(&optional).unwrap();
-    let bad_key = pod(json!({ "volumes": [{ "name": "v", "secret": { "secretName": "s", "items": [{ "key": "x", "path": "x" }] } }] }));
+    let bad_key = pod(
+        json!({ "volumes": [{ "name": "v", "secret": { "secretName": "s", "items": [{ "key": "x", "path": "x" }] } }] }),
+    );
     assert_eq!(
         config_error(f.view(&bad_key)),
         "MountVolume.SetUp failed for volume \"v\" : references non-existent secret key: x"
@@ -195,7 +225,12 @@ async fn secret_volume_missing_optional_and_missing_key() {
 #[tokio::test]
 async fn projected_volume_with_a_token_the_signer_accepts() {
     let f = Fixture::new().await;
-    f.create("configmaps", "ns", json!({ "metadata": { "name": "kube-root-ca.crt" }, "data": { "ca.crt": "CA" } })).await;
+    f.create(
+        "configmaps",
+        "ns",
+        json!({ "metadata": { "name": "kube-root-ca.crt" }, "data": { "ca.crt": "CA" } }),
+    )
+    .await;
     let stored = f.create("pods", "ns", pod(json!({ "volumes": [{ "name": "kube-api-access", "projected": { "defaultMode": 420, "sources": [
         { "serviceAccountToken": { "expirationSeconds": 3607, "path": "token" } },
         { "configMap": { "name": "kube-root-ca.crt", "items": [{ "key": "ca.crt", "path": "ca.crt" }] } },
@@ -203,11 +238,18 @@ async fn projected_volume_with_a_token_the_signer_accepts() {
         { "serviceAccountToken": { "audience": "vault", "expirationSeconds": 600, "path": "vault-token" } }
     ] } }] }))).await;
     let mut p = stored.clone();
-    container(&mut p, json!({ "volumeMounts": [{ "name": "kube-api-access", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount" }] }));
+    container(
+        &mut p,
+        json!({ "volumeMounts": [{ "name": "kube-api-access", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount" }] }),
+    );
     let v = f.view(&p).unwrap();
     let m = mount(&v, "/var/run/secrets/kubernetes.io/serviceaccount");
     assert!(m.read_only);
-    assert!(m.source.to_string_lossy().contains("kubernetes.io~projected/kube-api-access"));
+    assert!(
+        m.source
+            .to_string_lossy()
+            .contains("kubernetes.io~projected/kube-api-access")
+    );
     assert_eq!(read(&m.source.join("ca.crt")), "CA");
     assert_eq!(read(&m.source.join("namespace")), "ns");
     assert_eq!(mode(&m.source.join("token")), 0o644);
@@ -217,26 +259,43 @@ async fn projected_volume_with_a_token_the_signer_accepts() {
     assert_eq!(user.username, "system:serviceaccount:ns:default");
     assert_eq!(
         user.groups,
-        vec!["system:serviceaccounts", "system:serviceaccounts:ns", "system:authenticated"]
+        vec![
+            "system:serviceaccounts",
+            "system:serviceaccounts:ns",
+            "system:authenticated"
+        ]
     );
     let claims = f.tokens.verify(&token, now).unwrap();
-    assert_eq!(claims.kubernetes.pod.as_ref().map(|p| p.uid.as_str()), Some(crate::meta::uid(&stored)));
+    assert_eq!(
+        claims.kubernetes.pod.as_ref().map(|p| p.uid.as_str()),
+        Some(crate::meta::uid(&stored))
+    );
     assert_eq!(claims.kubernetes.node.as_ref().map(|n| n.name.as_str()), Some("n1"));
     assert_eq!(claims.kubernetes.warnafter, Some(claims.iat + 3607));
     // Another audience: a token, but not one the API server takes.
     let vault = read(&m.source.join("vault-token"));
     let c = f.tokens.verify(&vault, now);
-    assert!(matches!(c, Err(crate::service_account_tokens::TokenError::Audience(_))), "{c:?}");
+    assert!(
+        matches!(c, Err(crate::service_account_tokens::TokenError::Audience(_))),
+        "{c:?}"
+    );
 
     // Pods running as one user get a token only that user can read.
     let mut as_user = p.clone();
     as_user["spec"]["securityContext"] = json!({ "runAsUser": 1234 });
     let v = f.view(&as_user).unwrap();
-    let token = mount(&v, "/var/run/secrets/kubernetes.io/serviceaccount").source.join("token");
+    let token = mount(&v, "/var/run/secrets/kubernetes.io/serviceaccount")
+        .source
+        .join("token");
     assert_eq!(mode(&token), 0o600);
-    assert_eq!(std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&token).unwrap()), 1234);
+    assert_eq!(
+        std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&token).unwrap()),
+        1234
+    );
 
-    let ctb = pod(json!({ "volumes": [{ "name": "v", "projected": { "sources": [{ "clusterTrustBundle": { "name": "x", "path": "b" } }] } }] }));
+    let ctb = pod(
+        json!({ "volumes": [{ "name": "v", "projected": { "sources": [{ "clusterTrustBundle": { "name": "x", "path": "b" } }] } }] }),
+    );
     assert!(config_error(f.view(&ctb)).contains("clusterTrustBundle projections are not supported"));
 }
 
@@ -267,11 +326,16 @@ async fn downward_api_volume() {
     assert_eq!(r("app"), "x");
     assert_eq!(r("annotations"), "note=\"n\"\nq=\"say \\\"hi\\\"\"");
     assert_eq!(r("note"), "n");
-    assert_eq!((r("name"), r("namespace"), r("uid")), ("p".into(), "ns".into(), "uid-1".into()));
+    assert_eq!(
+        (r("name"), r("namespace"), r("uid")),
+        ("p".into(), "ns".into(), "uid-1".into())
+    );
     assert_eq!(mode(&m.source.join("uid")), 0o400);
     assert_eq!(r("mem"), "100");
     assert_eq!(r("cpu"), "250");
-    let bad = pod(json!({ "volumes": [{ "name": "v", "downwardAPI": { "items": [{ "path": "x", "fieldRef": { "fieldPath": "spec.nodeName" } }] } }] }));
+    let bad = pod(
+        json!({ "volumes": [{ "name": "v", "downwardAPI": { "items": [{ "path": "x", "fieldRef": { "fieldPath": "spec.nodeName" } }] } }] }),
+    );
     assert_eq!(
         config_error(f.view(&bad)),
         "MountVolume.SetUp failed for volume \"v\" : unsupported fieldPath: spec.nodeName"
@@ -299,7 +363,12 @@ async fn empty_dir_survives_restarts_and_host_path_types() {
     let v = f.view(&p).unwrap();
     let scratch = mount(&v, "/scratch");
     assert!(!scratch.read_only);
-    assert!(scratch.source.to_string_lossy().contains("kubernetes.io~empty-dir/scratch"));
+    assert!(
+        scratch
+            .source
+            .to_string_lossy()
+            .contains("kubernetes.io~empty-dir/scratch")
+    );
     assert_eq!(mode(&scratch.source), 0o777);
     std::fs::write(scratch.source.join("kept"), "1").unwrap();
     assert!(mount(&v, "/dev/shm").source.is_dir());
@@ -308,7 +377,11 @@ async fn empty_dir_survives_restarts_and_host_path_types() {
     assert!(logs.source.is_dir() && logs.read_only);
     assert!(mount(&v, "/etc/some.conf").source.is_file());
     let again = f.view(&p).unwrap();
-    assert_eq!(read(&mount(&again, "/scratch").source.join("kept")), "1", "an emptyDir lives as long as the pod");
+    assert_eq!(
+        read(&mount(&again, "/scratch").source.join("kept")),
+        "1",
+        "an emptyDir lives as long as the pod"
+    );
 
     for (ty, path, what) in [
         ("Directory", "/no/dir", "a directory"),
@@ -325,14 +398,26 @@ async fn empty_dir_survives_restarts_and_host_path_types() {
     assert!(config_error(f.view(&escape)).contains("leaves the node's root"));
     let pvc = pod(json!({ "volumes": [{ "name": "data", "persistentVolumeClaim": { "claimName": "c" } }] }));
     let msg = config_error(f.view(&pvc));
-    assert!(msg.starts_with("MountVolume.SetUp failed for volume \"data\" : volume type persistentVolumeClaim is not supported"), "{msg}");
+    assert!(
+        msg.starts_with(
+            "MountVolume.SetUp failed for volume \"data\" : volume type persistentVolumeClaim is not supported"
+        ),
+        "{msg}"
+    );
 }
 
 #[tokio::test]
 async fn sub_paths_and_mount_order() {
     let f = Fixture::new().await;
-    f.create("configmaps", "ns", json!({ "metadata": { "name": "cm" }, "data": { "app.conf": "x=1" } })).await;
-    let mut p = pod(json!({ "volumes": [{ "name": "work", "emptyDir": {} }, { "name": "cm", "configMap": { "name": "cm" } }] }));
+    f.create(
+        "configmaps",
+        "ns",
+        json!({ "metadata": { "name": "cm" }, "data": { "app.conf": "x=1" } }),
+    )
+    .await;
+    let mut p = pod(
+        json!({ "volumes": [{ "name": "work", "emptyDir": {} }, { "name": "cm", "configMap": { "name": "cm" } }] }),
+    );
     container(
         &mut p,
         json!({
@@ -348,8 +433,14 @@ async fn sub_paths_and_mount_order() {
     let v = f.view(&p).unwrap();
     let targets: Vec<&str> = v.mounts.iter().map(|m| m.target.as_str()).collect();
     let pos = |t: &str| targets.iter().position(|x| *x == t).unwrap();
-    assert!(pos("/work") < pos("/work/logs") && pos("/work") < pos("/work/conf/app.conf"), "{targets:?}");
-    assert!(pos("/etc") < pos("/etc/hosts") && pos("/etc") < pos("/etc/resolv.conf"), "{targets:?}");
+    assert!(
+        pos("/work") < pos("/work/logs") && pos("/work") < pos("/work/conf/app.conf"),
+        "{targets:?}"
+    );
+    assert!(
+        pos("/etc") < pos("/etc/hosts") && pos("/etc") < pos("/etc/resolv.conf"),
+        "{targets:?}"
+    );
     let logs = mount(&v, "/work/logs");
     assert!(logs.source.is_dir() && logs.source.ends_with("logs/p"), "{logs:?}");
     let conf = mount(&v, "/work/conf/app.conf");
@@ -357,13 +448,19 @@ async fn sub_paths_and_mount_order() {
     assert_eq!(read(&conf.source), "x=1");
 
     let mut missing = p.clone();
-    missing["spec"]["containers"][0]["volumeMounts"] = json!([{ "name": "work", "mountPath": "/w", "subPathExpr": "$(NOPE)/$(POD)" }]);
+    missing["spec"]["containers"][0]["volumeMounts"] =
+        json!([{ "name": "work", "mountPath": "/w", "subPathExpr": "$(NOPE)/$(POD)" }]);
     assert_eq!(config_error(f.view(&missing)), "missing value for NOPE");
     let mut abs = p.clone();
     abs["spec"]["containers"][0]["volumeMounts"] = json!([{ "name": "work", "mountPath": "/w", "subPath": "/etc" }]);
-    assert_eq!(config_error(f.view(&abs)), "error SubPath `/etc` must not be an absolute path");
+    assert_eq!(
+        config_error(f.view(&abs)),
+        "error SubPath `/etc` must not be an absolute path"
+    );
     // A symlink in the volume that leads out of it.
-    let work = f.node_root().join("var/lib/kubelet/pods/uid-1/volumes/kubernetes.io~empty-dir/work");
+    let work = f
+        .node_root()
+        .join("var/lib/kubelet/pods/uid-1/volumes/kubernetes.io~empty-dir/work");
     std::os::unix::fs::symlink("/etc", work.join("out")).unwrap();
     let mut out = p.clone();
     out["spec"]["containers"][0]["volumeMounts"] = json!([{ "name": "work", "mountPath": "/w", "subPath": "out" }]);
@@ -394,9 +491,24 @@ async fn env_in_the_kubelet_order_with_service_links() {
         json!({ "metadata": { "name": "my-db" }, "spec": { "clusterIP": "10.96.0.20", "ports": [{ "name": "sql", "port": 5432 }, { "name": "metrics", "port": 9187, "protocol": "UDP" }] } }),
     )
     .await;
-    f.create("services", "ns", json!({ "metadata": { "name": "headless" }, "spec": { "clusterIP": "None", "ports": [{ "port": 80 }] } })).await;
-    f.create("configmaps", "ns", json!({ "metadata": { "name": "cm" }, "data": { "A": "from-cm", "B": "b", "bad=key": "x" } })).await;
-    f.create("secrets", "ns", json!({ "metadata": { "name": "s" }, "stringData": { "PW": "secret" } })).await;
+    f.create(
+        "services",
+        "ns",
+        json!({ "metadata": { "name": "headless" }, "spec": { "clusterIP": "None", "ports": [{ "port": 80 }] } }),
+    )
+    .await;
+    f.create(
+        "configmaps",
+        "ns",
+        json!({ "metadata": { "name": "cm" }, "data": { "A": "from-cm", "B": "b", "bad=key": "x" } }),
+    )
+    .await;
+    f.create(
+        "secrets",
+        "ns",
+        json!({ "metadata": { "name": "s" }, "stringData": { "PW": "secret" } }),
+    )
+    .await;
     let mut p = pod(json!({}));
     container(
         &mut p,
@@ -419,12 +531,34 @@ async fn env_in_the_kubelet_order_with_service_links() {
     assert_eq!(
         names,
         vec![
-            "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "KUBERNETES_SERVICE_PORT_HTTPS", "KUBERNETES_PORT",
-            "KUBERNETES_PORT_443_TCP", "KUBERNETES_PORT_443_TCP_PROTO", "KUBERNETES_PORT_443_TCP_PORT", "KUBERNETES_PORT_443_TCP_ADDR",
-            "MY_DB_SERVICE_PORT", "MY_DB_SERVICE_PORT_SQL", "MY_DB_SERVICE_PORT_METRICS", "MY_DB_PORT",
-            "MY_DB_PORT_5432_TCP", "MY_DB_PORT_5432_TCP_PROTO", "MY_DB_PORT_5432_TCP_PORT", "MY_DB_PORT_5432_TCP_ADDR",
-            "MY_DB_PORT_9187_UDP", "MY_DB_PORT_9187_UDP_PROTO", "MY_DB_PORT_9187_UDP_PORT", "MY_DB_PORT_9187_UDP_ADDR",
-            "A", "B", "S_PW", "DB", "MY_DB_SERVICE_HOST", "EMPTY", "KEY", "PW",
+            "KUBERNETES_SERVICE_HOST",
+            "KUBERNETES_SERVICE_PORT",
+            "KUBERNETES_SERVICE_PORT_HTTPS",
+            "KUBERNETES_PORT",
+            "KUBERNETES_PORT_443_TCP",
+            "KUBERNETES_PORT_443_TCP_PROTO",
+            "KUBERNETES_PORT_443_TCP_PORT",
+            "KUBERNETES_PORT_443_TCP_ADDR",
+            "MY_DB_SERVICE_PORT",
+            "MY_DB_SERVICE_PORT_SQL",
+            "MY_DB_SERVICE_PORT_METRICS",
+            "MY_DB_PORT",
+            "MY_DB_PORT_5432_TCP",
+            "MY_DB_PORT_5432_TCP_PROTO",
+            "MY_DB_PORT_5432_TCP_PORT",
+            "MY_DB_PORT_5432_TCP_ADDR",
+            "MY_DB_PORT_9187_UDP",
+            "MY_DB_PORT_9187_UDP_PROTO",
+            "MY_DB_PORT_9187_UDP_PORT",
+            "MY_DB_PORT_9187_UDP_ADDR",
+            "A",
+            "B",
+            "S_PW",
+            "DB",
+            "MY_DB_SERVICE_HOST",
+            "EMPTY",
+            "KEY",
+            "PW",
         ]
     );
     assert_eq!(env(&v, "KUBERNETES_SERVICE_HOST"), Some("10.96.0.1"));
@@ -433,7 +567,11 @@ async fn env_in_the_kubelet_order_with_service_links() {
     assert_eq!(env(&v, "MY_DB_PORT_9187_UDP_PROTO"), Some("udp"));
     assert_eq!(env(&v, "B"), Some("over-from-cm"));
     assert_eq!(env(&v, "DB"), Some("10.96.0.20:5432/$(UNDEFINED)/$(A)"));
-    assert_eq!(env(&v, "MY_DB_SERVICE_HOST"), Some("mine"), "env wins over a service link");
+    assert_eq!(
+        env(&v, "MY_DB_SERVICE_HOST"),
+        Some("mine"),
+        "env wins over a service link"
+    );
     assert_eq!(env(&v, "S_PW"), Some("secret"));
     assert_eq!(env(&v, "PW"), Some("secret"));
     assert_eq!(env(&v, "KEY"), Some("from-cm"));
@@ -448,11 +586,26 @@ async fn env_in_the_kubelet_order_with_service_links() {
     assert_eq!(env(&v, "MY_DB_SERVICE_PORT"), None);
 
     for (var, msg) in [
-        (json!({ "name": "X", "valueFrom": { "configMapKeyRef": { "name": "none", "key": "k" } } }), "configmap \"none\" not found"),
-        (json!({ "name": "X", "valueFrom": { "configMapKeyRef": { "name": "cm", "key": "k" } } }), "couldn't find key k in ConfigMap ns/cm"),
-        (json!({ "name": "X", "valueFrom": { "secretKeyRef": { "name": "s", "key": "k" } } }), "couldn't find key k in Secret ns/s"),
-        (json!({ "name": "X", "valueFrom": { "fieldRef": { "fieldPath": "spec.hostname" } } }), "unsupported fieldPath: spec.hostname"),
-        (json!({ "name": "X", "valueFrom": { "resourceFieldRef": { "resource": "limits.gpu" } } }), "unsupported container resource : limits.gpu"),
+        (
+            json!({ "name": "X", "valueFrom": { "configMapKeyRef": { "name": "none", "key": "k" } } }),
+            "configmap \"none\" not found",
+        ),
+        (
+            json!({ "name": "X", "valueFrom": { "configMapKeyRef": { "name": "cm", "key": "k" } } }),
+            "couldn't find key k in ConfigMap ns/cm",
+        ),
+        (
+            json!({ "name": "X", "valueFrom": { "secretKeyRef": { "name": "s", "key": "k" } } }),
+            "couldn't find key k in Secret ns/s",
+        ),
+        (
+            json!({ "name": "X", "valueFrom": { "fieldRef": { "fieldPath": "spec.hostname" } } }),
+            "unsupported fieldPath: spec.hostname",
+        ),
+        (
+            json!({ "name": "X", "valueFrom": { "resourceFieldRef": { "resource": "limits.gpu" } } }),
+            "unsupported container resource : limits.gpu",
+        ),
     ] {
         let mut bad = pod(json!({}));
         container(&mut bad, json!({ "env": [var] }));
@@ -495,17 +648,29 @@ async fn field_and_resource_refs() {
     );
     let v = f.view(&p).unwrap();
     for (name, want) in [
-        ("NAME", "p"), ("NS", "ns"), ("UID", "uid-1"), ("APP", "x"), ("NOTE", "n"), ("MISSING", ""),
-        ("NODE", "n1"), ("SA", "default"), ("HOST_IP", "127.0.1.1"), ("HOST_IPS", "127.0.1.1"),
-        ("POD_IP", "127.1.0.5"), ("POD_IPS", "127.1.0.5"),
+        ("NAME", "p"),
+        ("NS", "ns"),
+        ("UID", "uid-1"),
+        ("APP", "x"),
+        ("NOTE", "n"),
+        ("MISSING", ""),
+        ("NODE", "n1"),
+        ("SA", "default"),
+        ("HOST_IP", "127.0.1.1"),
+        ("HOST_IPS", "127.0.1.1"),
+        ("POD_IP", "127.1.0.5"),
+        ("POD_IPS", "127.1.0.5"),
         // No cpu limit: the node's allocatable.
         ("CPU_LIMIT", "8"),
         // 250m in whole cores, rounded up.
-        ("CPU_REQ", "1"), ("CPU_REQ_M", "250"),
-        ("MEM_LIMIT", "1073741824"), ("MEM_LIMIT_MI", "1024"),
+        ("CPU_REQ", "1"),
+        ("CPU_REQ_M", "250"),
+        ("MEM_LIMIT", "1073741824"),
+        ("MEM_LIMIT_MI", "1024"),
         // No memory request: the limit, as the API defaults it.
         ("MEM_REQ", "1024"),
-        ("EPH_REQ", "2"), ("EPH_LIMIT", "100"),
+        ("EPH_REQ", "2"),
+        ("EPH_LIMIT", "100"),
     ] {
         assert_eq!(env(&v, name), Some(want), "{name}");
     }
@@ -528,14 +693,21 @@ async fn hosts_resolv_and_hostname_files() {
             "a".repeat(62)
         )
     );
-    assert!(mount(&v, "/etc/hosts").source.ends_with("var/lib/kubelet/pods/uid-1/etc-hosts"));
+    assert!(
+        mount(&v, "/etc/hosts")
+            .source
+            .ends_with("var/lib/kubelet/pods/uid-1/etc-hosts")
+    );
     let hostname = mount(&v, "/etc/hostname");
     assert_eq!(read(&hostname.source), format!("{}\n", "a".repeat(62)));
     assert!(hostname.source.ends_with("etc-hostname"));
 
     // Without kube-dns: the cluster's search path and no nameserver.
     let resolv = read(&mount(&v, "/etc/resolv.conf").source);
-    assert!(resolv.starts_with("search ns.svc.cluster.local svc.cluster.local cluster.local"), "{resolv}");
+    assert!(
+        resolv.starts_with("search ns.svc.cluster.local svc.cluster.local cluster.local"),
+        "{resolv}"
+    );
     assert!(!resolv.contains("nameserver"), "{resolv}");
     assert!(resolv.ends_with("options ndots:5\n"), "{resolv}");
 
@@ -550,20 +722,32 @@ async fn hosts_resolv_and_hostname_files() {
     let v = f.view(&sub).unwrap();
     assert_eq!(v.hostname, "web-0.web.ns.svc.cluster.local");
     let hosts = read(&mount(&v, "/etc/hosts").source);
-    assert!(hosts.ends_with("127.1.0.5\tweb-0.web.ns.svc.cluster.local\tweb-0\n"), "{hosts}");
+    assert!(
+        hosts.ends_with("127.1.0.5\tweb-0.web.ns.svc.cluster.local\tweb-0\n"),
+        "{hosts}"
+    );
     let resolv = read(&mount(&v, "/etc/resolv.conf").source);
-    assert!(resolv.contains("\nnameserver 127.96.0.10\noptions ndots:5\n"), "{resolv}");
+    assert!(
+        resolv.contains("\nnameserver 127.96.0.10\noptions ndots:5\n"),
+        "{resolv}"
+    );
 
-    let none = pod(json!({ "dnsPolicy": "None", "dnsConfig": { "nameservers": ["127.0.0.53", "127.0.0.53"], "searches": ["a.example"], "options": [{ "name": "ndots", "value": "2" }, { "name": "edns0" }] } }));
+    let none = pod(
+        json!({ "dnsPolicy": "None", "dnsConfig": { "nameservers": ["127.0.0.53", "127.0.0.53"], "searches": ["a.example"], "options": [{ "name": "ndots", "value": "2" }, { "name": "edns0" }] } }),
+    );
     let v = f.view(&none).unwrap();
     assert_eq!(
         read(&mount(&v, "/etc/resolv.conf").source),
         "search a.example\nnameserver 127.0.0.53\noptions ndots:2 edns0\n"
     );
-    let merged = pod(json!({ "dnsConfig": { "nameservers": ["127.0.0.54"], "options": [{ "name": "ndots", "value": "1" }] } }));
+    let merged =
+        pod(json!({ "dnsConfig": { "nameservers": ["127.0.0.54"], "options": [{ "name": "ndots", "value": "1" }] } }));
     let v = f.view(&merged).unwrap();
     let resolv = read(&mount(&v, "/etc/resolv.conf").source);
-    assert!(resolv.contains("nameserver 127.96.0.10\nnameserver 127.0.0.54\noptions ndots:1\n"), "{resolv}");
+    assert!(
+        resolv.contains("nameserver 127.96.0.10\nnameserver 127.0.0.54\noptions ndots:1\n"),
+        "{resolv}"
+    );
     let default = pod(json!({ "dnsPolicy": "Default" }));
     let v = f.view(&default).unwrap();
     let host = dns::parse_resolv_conf(&std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default());
@@ -572,7 +756,10 @@ async fn hosts_resolv_and_hostname_files() {
     let bad = pod(json!({ "hostname": "Not_A_Label" }));
     assert!(config_error(f.view(&bad)).starts_with("pod Hostname \"Not_A_Label\" is not a valid DNS label"));
     let mut own = pod(json!({ "volumes": [{ "name": "e", "emptyDir": {} }] }));
-    container(&mut own, json!({ "volumeMounts": [{ "name": "e", "mountPath": "/etc/hosts", "subPath": "hosts" }] }));
+    container(
+        &mut own,
+        json!({ "volumeMounts": [{ "name": "e", "mountPath": "/etc/hosts", "subPath": "hosts" }] }),
+    );
     let v = f.view(&own).unwrap();
     assert_eq!(v.mounts.iter().filter(|m| m.target == "/etc/hosts").count(), 1);
     assert!(mount(&v, "/etc/hosts").source.to_string_lossy().contains("empty-dir"));
@@ -582,7 +769,10 @@ async fn hosts_resolv_and_hostname_files() {
 async fn termination_log_user_and_working_dir() {
     let f = Fixture::new().await;
     let mut p = pod(json!({ "securityContext": { "runAsUser": 1000, "runAsGroup": 3000 } }));
-    container(&mut p, json!({ "workingDir": "/app", "securityContext": { "runAsUser": 2000 } }));
+    container(
+        &mut p,
+        json!({ "workingDir": "/app", "securityContext": { "runAsUser": 2000 } }),
+    );
     let v = f.view(&p).unwrap();
     assert_eq!((v.run_as_user, v.run_as_group), (Some(2000), Some(3000)));
     assert_eq!(v.working_dir.as_deref(), Some("/app"));
@@ -590,7 +780,10 @@ async fn termination_log_user_and_working_dir() {
     let m = mount(&v, "/dev/termination-log");
     assert!(!m.read_only);
     assert_eq!(m.source, log);
-    assert_eq!(log.parent().unwrap(), f.node_root().join("var/lib/kubelet/pods/uid-1/containers/c"));
+    assert_eq!(
+        log.parent().unwrap(),
+        f.node_root().join("var/lib/kubelet/pods/uid-1/containers/c")
+    );
     assert_eq!(read(&log), "");
     assert_eq!(mode(&log), 0o666);
     // Each start has its own file.

@@ -37,8 +37,7 @@ pub(super) fn materialize(input: &ViewInput<'_>, pod_dir: &Path) -> Result<BTree
         .flatten()
     {
         let name = vol.get("name").and_then(Value::as_str).unwrap_or("");
-        let volume = materialize_one(input, pod_dir, name, vol)
-            .map_err(|e| e.in_volume(name))?;
+        let volume = materialize_one(input, pod_dir, name, vol).map_err(|e| e.in_volume(name))?;
         out.insert(name.to_string(), volume);
     }
     Ok(out)
@@ -66,7 +65,10 @@ impl From<ViewError> for VolError {
 }
 
 fn plugin_dir(pod_dir: &Path, plugin: &str, name: &str) -> PathBuf {
-    pod_dir.join("volumes").join(format!("kubernetes.io~{plugin}")).join(name)
+    pod_dir
+        .join("volumes")
+        .join(format!("kubernetes.io~{plugin}"))
+        .join(name)
 }
 
 /// The emptyDir the kubelet wraps every API-data volume in: a directory with mode 0777.
@@ -371,7 +373,9 @@ fn host_path(node_root: &Path, src: &Value) -> Result<PathBuf, VolError> {
         match c {
             Component::Normal(part) => on_node.push(part),
             Component::ParentDir => {
-                if on_node == node_root || !on_node.pop() {
+                // Never above the node's root, whatever the path says.
+                let left_root = on_node == node_root || !on_node.pop();
+                if left_root {
                     return Err(VolError::Config(format!("hostPath {path:?} leaves the node's root")));
                 }
             }
