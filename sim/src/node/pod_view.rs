@@ -209,6 +209,18 @@ pub(crate) fn prepare(input: ViewInput<'_>) -> Result<View, ViewError> {
     })
 }
 
+/// Syncs the pod's volumes again, as the kubelet does periodically: ConfigMap and Secret changes
+/// and tokens past 80 % of their lifetime reach running containers that mount the volume (not
+/// those mounting a `subPath` of it). Only `input.pod` matters; `container` may be any of its
+/// containers.
+pub(crate) fn refresh_volumes(input: &ViewInput<'_>) -> Result<(), ViewError> {
+    let uid = crate::meta::uid(input.pod);
+    if uid.is_empty() {
+        return Ok(());
+    }
+    volumes::materialize(input, &pod_dir(input.node_root, uid)).map(|_| ())
+}
+
 /// Removes what `prepare` wrote for a pod (its directory under `var/lib/kubelet/pods`).
 pub(crate) fn remove(node_root: &Path, pod_uid: &str) {
     if pod_uid.is_empty() || pod_uid.contains('/') || pod_uid.starts_with('.') {

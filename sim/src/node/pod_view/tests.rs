@@ -280,6 +280,44 @@ async fn projected_volume_with_a_token_the_signer_accepts() {
         "{c:?}"
     );
 
+    // The next start keeps the token (the kubelet renews at 80 % of its lifetime) and the
+    // volume's directory; a ConfigMap change arrives with a refresh.
+    let data = std::fs::read_link(m.source.join("..data")).unwrap();
+    let again = f.view(&p).unwrap();
+    let m2 = mount(&again, "/var/run/secrets/kubernetes.io/serviceaccount");
+    assert_eq!(read(&m2.source.join("token")), token);
+    assert_eq!(std::fs::read_link(m2.source.join("..data")).unwrap(), data);
+    let mut cm = f
+        .store
+        .get(&Gvr::new("", "v1", "configmaps"), "ns", "kube-root-ca.crt")
+        .unwrap();
+    cm["data"]["ca.crt"] = json!("CA2");
+    f.store
+        .update(
+            &Gvr::new("", "v1", "configmaps"),
+            "ns",
+            "kube-root-ca.crt",
+            cm,
+            None,
+            &WriteOptions::default(),
+        )
+        .await
+        .unwrap();
+    refresh_volumes(&ViewInput {
+        store: &f.store,
+        node_root: f.node_root(),
+        node_name: "n1",
+        pod: &p,
+        container: &p["spec"]["containers"][0],
+        pod_ip: "127.1.0.5",
+        host_ip: "127.0.1.1",
+        tokens: &f.tokens,
+    })
+    .unwrap();
+    assert_eq!(read(&m.source.join("ca.crt")), "CA2");
+    assert_eq!(read(&m.source.join("token")), token);
+    assert_ne!(std::fs::read_link(m2.source.join("..data")).unwrap(), data);
+
     // Pods running as one user get a token only that user can read.
     let mut as_user = p.clone();
     as_user["spec"]["securityContext"] = json!({ "runAsUser": 1234 });

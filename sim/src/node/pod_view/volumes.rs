@@ -104,7 +104,7 @@ fn materialize_one(input: &ViewInput<'_>, pod_dir: &Path, name: &str, vol: &Valu
         return api_data("downward-api", payload);
     }
     if let Some(src) = vol.get("projected") {
-        let payload = projected_payload(input, src)?;
+        let payload = projected_payload(input, src, &plugin_dir(pod_dir, "projected", name))?;
         return api_data("projected", payload);
     }
     if vol.get("emptyDir").is_some() {
@@ -219,7 +219,7 @@ fn downward_payload(input: &ViewInput<'_>, src: &Value, default_mode: u32) -> Re
     Ok(payload)
 }
 
-fn projected_payload(input: &ViewInput<'_>, src: &Value) -> Result<Payload, VolError> {
+fn projected_payload(input: &ViewInput<'_>, src: &Value, dir: &Path) -> Result<Payload, VolError> {
     let default_mode = mode_of(src.get("defaultMode")).unwrap_or(DEFAULT_MODE);
     let mut payload = Payload::new();
     for source in src.get("sources").and_then(Value::as_array).into_iter().flatten() {
@@ -230,7 +230,7 @@ fn projected_payload(input: &ViewInput<'_>, src: &Value) -> Result<Payload, VolE
         } else if let Some(s) = source.get("downwardAPI") {
             payload.extend(downward_payload(input, s, default_mode)?);
         } else if let Some(s) = source.get("serviceAccountToken") {
-            let (path, file) = token_file(input, s, default_mode)?;
+            let (path, file) = token_file(input, s, default_mode, dir)?;
             payload.insert(path, file);
         } else if source.get("clusterTrustBundle").is_some() {
             return Err(VolError::Config(
@@ -244,7 +244,12 @@ fn projected_payload(input: &ViewInput<'_>, src: &Value) -> Result<Payload, VolE
 /// A `serviceAccountToken` source: the kubelet asks TokenRequest for a token bound to the pod
 /// (and its node). Owned by the pod's single `runAsUser` with mode 0600 when there is one, as
 /// the kubelet writes it so that a non-root container can read its own token.
-fn token_file(input: &ViewInput<'_>, src: &Value, default_mode: u32) -> Result<(String, FileProjection), VolError> {
+fn token_file(
+    input: &ViewInput<'_>,
+    src: &Value,
+    default_mode: u32,
+    dir: &Path,
+) -> Result<(String, FileProjection), VolError> {
     let pod = input.pod;
     let ns = crate::meta::namespace(pod);
     let sa_name = pod
@@ -290,7 +295,13 @@ fn token_file(input: &ViewInput<'_>, src: &Value, default_mode: u32) -> Result<(
             .and_then(Value::as_i64)
             .unwrap_or(DEFAULT_EXPIRATION_SECONDS),
     };
-    let token = input.tokens.mint(&request, jiff::Timestamp::now().as_second());
+    let path = src.get("path").and_then(Value::as_str).unwrap_or("token").to_string();
+    let now = jiff::Timestamp::now().as_second();
+    let current = std::fs::read_to_string(dir.join("..data").join(&path)).ok();
+    let token = match current.filter(|t| still_fresh(input.tokens, t, &request, now)) {
+        Some(t) => t,
+        None => input.tokens.mint(&request, now),
+    };
     let fs_user = fs_user(pod);
     let fs_group_set = pod.pointer("/spec/securityContext/fsGroup").is_some();
     let mode = if fs_user.is_some() || fs_group_set {
@@ -298,7 +309,6 @@ fn token_file(input: &ViewInput<'_>, src: &Value, default_mode: u32) -> Result<(
     } else {
         default_mode
     };
-    let path = src.get("path").and_then(Value::as_str).unwrap_or("token").to_string();
     Ok((
         path,
         FileProjection {
@@ -307,6 +317,32 @@ fn token_file(input: &ViewInput<'_>, src: &Value, default_mode: u32) -> Result<(
             fs_user,
         },
     ))
+}
+
+/// The kubelet's token manager keeps a token until 80 % of its requested lifetime (at most
+/// 24 hours) has passed; until then the volume keeps the same token.
+fn still_fresh(
+    tokens: &crate::service_account_tokens::TokenSigner,
+    token: &str,
+    request: &TokenRequest,
+    now: i64,
+) -> bool {
+    let Ok(claims) = tokens.verify_signature(token) else {
+        return false;
+    };
+    let k = &claims.kubernetes;
+    let audiences = if request.audiences.is_empty() {
+        vec![crate::service_account_tokens::ISSUER.to_string()]
+    } else {
+        request.audiences.clone()
+    };
+    let ttl = k.warnafter.unwrap_or(claims.exp) - claims.iat;
+    k.serviceaccount == request.service_account
+        && k.pod == request.pod
+        && claims.aud == audiences
+        && ttl == request.expiration_seconds
+        && now < claims.iat + ttl * 8 / 10
+        && now < claims.iat + 24 * 3600
 }
 
 /// The kubelet's `FsUserFrom`: the `runAsUser` every container runs as, if they all agree.
@@ -444,4 +480,55 @@ fn host_path(node_root: &Path, src: &Value) -> Result<PathBuf, VolError> {
         other => return Err(VolError::Config(format!("hostPath type {other:?} is not supported"))),
     }
     Ok(on_node)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::service_account_tokens::TokenSigner;
+
+    #[test]
+    fn tokens_are_renewed_at_eighty_percent_of_their_lifetime() {
+        let signer = TokenSigner::new();
+        let req = |exp| TokenRequest {
+            namespace: "ns".into(),
+            service_account: ObjectRef::new("sa", "u1"),
+            pod: Some(ObjectRef::new("p", "u2")),
+            node: None,
+            audiences: vec![],
+            expiration_seconds: exp,
+        };
+        let now = 100_000;
+        assert!(still_fresh(&signer, &signer.mint(&req(600), now - 479), &req(600), now));
+        assert!(!still_fresh(
+            &signer,
+            &signer.mint(&req(600), now - 480),
+            &req(600),
+            now
+        ));
+        // The extended admission default renews by its requested 3607 s, not the year.
+        assert!(still_fresh(
+            &signer,
+            &signer.mint(&req(3607), now - 2800),
+            &req(3607),
+            now
+        ));
+        assert!(!still_fresh(
+            &signer,
+            &signer.mint(&req(3607), now - 2900),
+            &req(3607),
+            now
+        ));
+        // Another request (expiration, pod) or another signer: a new token.
+        assert!(!still_fresh(&signer, &signer.mint(&req(600), now), &req(700), now));
+        let mut other_pod = req(600);
+        other_pod.pod = Some(ObjectRef::new("p", "u3"));
+        assert!(!still_fresh(&signer, &signer.mint(&req(600), now), &other_pod, now));
+        assert!(!still_fresh(
+            &TokenSigner::new(),
+            &signer.mint(&req(600), now),
+            &req(600),
+            now
+        ));
+    }
 }
