@@ -837,3 +837,36 @@ async fn termination_log_user_and_working_dir() {
     remove(f.node_root(), "uid-1");
     assert!(!f.node_root().join("var/lib/kubelet/pods/uid-1").exists());
 }
+
+#[tokio::test]
+async fn fs_group_owns_the_volumes() {
+    use std::os::unix::fs::MetadataExt;
+    let f = Fixture::new().await;
+    f.create(
+        "configmaps",
+        "ns",
+        json!({ "metadata": { "name": "cm" }, "data": { "a": "A" } }),
+    )
+    .await;
+    let mut p = pod(json!({
+        "securityContext": { "fsGroup": 2000 },
+        "volumes": [{ "name": "cm", "configMap": { "name": "cm", "defaultMode": 0o400 } }, { "name": "e", "emptyDir": {} }]
+    }));
+    container(
+        &mut p,
+        json!({ "volumeMounts": [{ "name": "cm", "mountPath": "/cm" }, { "name": "e", "mountPath": "/e" }] }),
+    );
+    let v = f.view(&p).unwrap();
+    let cm = &mount(&v, "/cm").source;
+    let file = std::fs::metadata(cm.join("a")).unwrap();
+    assert_eq!((file.gid(), file.mode() & 0o7777), (2000, 0o440));
+    let e = std::fs::metadata(&mount(&v, "/e").source).unwrap();
+    assert_eq!((e.gid(), e.mode() & 0o7777), (2000, 0o2777));
+    let data = std::fs::read_link(cm.join("..data")).unwrap();
+    f.view(&p).unwrap();
+    assert_eq!(
+        std::fs::read_link(cm.join("..data")).unwrap(),
+        data,
+        "an unchanged payload stays"
+    );
+}

@@ -78,8 +78,14 @@ fn setup_dir(path: &Path) -> Result<(), ViewError> {
 }
 
 fn materialize_one(input: &ViewInput<'_>, pod_dir: &Path, name: &str, vol: &Value) -> Result<Volume, VolError> {
-    let api_data = |plugin: &str, payload: Payload| -> Result<Volume, VolError> {
+    let api_data = |plugin: &str, mut payload: Payload| -> Result<Volume, VolError> {
         let path = plugin_dir(pod_dir, plugin, name);
+        if fs_group_of(input.pod).is_some() {
+            // What `fs_group` would make of the modes, so an unchanged payload compares equal.
+            for file in payload.values_mut() {
+                file.mode |= RO_MASK;
+            }
+        }
         setup_dir(&path)?;
         atomic_writer::write(&path, &payload).map_err(|e| match e {
             atomic_writer::WriteError::InvalidPath { .. } => VolError::Config(e.to_string()),
@@ -303,7 +309,7 @@ fn token_file(
         None => input.tokens.mint(&request, now),
     };
     let fs_user = fs_user(pod);
-    let fs_group_set = pod.pointer("/spec/securityContext/fsGroup").is_some();
+    let fs_group_set = fs_group_of(pod).is_some();
     let mode = if fs_user.is_some() || fs_group_set {
         0o600
     } else {
@@ -369,16 +375,24 @@ fn fs_user(pod: &Value) -> Option<u32> {
     user.and_then(|u| u32::try_from(u).ok())
 }
 
-/// `fsGroup`: the volume's files belong to that group, readable by it (writable too on
-/// writable volumes), directories setgid, as the kubelet's `SetVolumeOwnership`.
-fn fs_group(pod: &Value, dir: &Path, read_only: bool) -> Result<(), ViewError> {
-    let Some(gid) = pod
-        .pointer("/spec/securityContext/fsGroup")
+/// `SetVolumeOwnership`'s masks: read-only volumes get user and group read, writable ones
+/// read and write; directories also search and setgid.
+const RO_MASK: u32 = 0o440;
+const RW_MASK: u32 = 0o660;
+
+fn fs_group_of(pod: &Value) -> Option<u32> {
+    pod.pointer("/spec/securityContext/fsGroup")
         .and_then(Value::as_u64)
         .and_then(|g| u32::try_from(g).ok())
-    else {
+}
+
+/// `fsGroup`: the volume's files belong to that group with the masks above, directories
+/// setgid, as the kubelet's `SetVolumeOwnership`.
+fn fs_group(pod: &Value, dir: &Path, read_only: bool) -> Result<(), ViewError> {
+    let Some(gid) = fs_group_of(pod) else {
         return Ok(());
     };
+    let mask = if read_only { RO_MASK } else { RW_MASK };
     let mut stack = vec![dir.to_path_buf()];
     while let Some(path) = stack.pop() {
         let meta = std::fs::symlink_metadata(&path).map_err(files_err(&path))?;
@@ -388,12 +402,12 @@ fn fs_group(pod: &Value, dir: &Path, read_only: bool) -> Result<(), ViewError> {
         std::os::unix::fs::lchown(&path, None, Some(gid)).map_err(files_err(&path))?;
         let mut mode = meta.permissions().mode() & 0o7777;
         if meta.is_dir() {
-            mode |= 0o2000 | 0o050 | if read_only { 0 } else { 0o020 };
+            mode |= 0o2000 | 0o110 | mask;
             for entry in std::fs::read_dir(&path).map_err(files_err(&path))?.flatten() {
                 stack.push(entry.path());
             }
         } else {
-            mode |= 0o040 | if read_only { 0 } else { 0o020 };
+            mode |= mask;
         }
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).map_err(files_err(&path))?;
     }
