@@ -29,6 +29,7 @@ pub mod registry;
 pub mod schema;
 pub mod selectors;
 mod server;
+pub mod service_account_tokens;
 mod sim;
 pub mod status;
 pub mod store;

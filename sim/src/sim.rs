@@ -90,6 +90,7 @@ pub struct Sim {
     kubeconfig_path: PathBuf,
     pki: Pki,
     token: String,
+    service_account_tokens: Arc<crate::service_account_tokens::TokenSigner>,
     /// The in-process control plane (GC, namespace and service-account controllers); dropped
     /// with the sim, which stops them.
     _controllers: Vec<crate::gc::BackgroundTask>,
@@ -120,8 +121,14 @@ impl Sim {
             controllers.push(crate::gc::spawn(&store));
         }
         bootstrap(&store).await?;
-        let nodes =
-            crate::node::NodeCluster::start(store.clone(), config.data_dir.clone(), config.nodes.clone()).await?;
+        let service_account_tokens = Arc::new(crate::service_account_tokens::TokenSigner::new());
+        let nodes = crate::node::NodeCluster::start(
+            store.clone(),
+            config.data_dir.clone(),
+            config.nodes.clone(),
+            service_account_tokens.clone(),
+        )
+        .await?;
         let faults = Arc::new(Faults::default());
         let audit = Arc::new(crate::audit::AuditLog::default());
         let token = uuid::Uuid::new_v4().simple().to_string();
@@ -132,6 +139,7 @@ impl Sim {
             faults: faults.clone(),
             audit: audit.clone(),
             token: token.clone(),
+            service_account_tokens: service_account_tokens.clone(),
             server_address: addr.to_string(),
             bookmark_interval: config.bookmark_interval,
             data_dir: config.data_dir.clone(),
@@ -160,6 +168,7 @@ impl Sim {
             kubeconfig_path,
             pki,
             token,
+            service_account_tokens,
             _controllers: controllers,
             nodes,
         })
@@ -211,6 +220,12 @@ impl Sim {
     /// The bearer token the kubeconfig's `kube-sim-token` user carries.
     pub fn token(&self) -> &str {
         &self.token
+    }
+
+    /// The signer of the ServiceAccount tokens kubelets put in pods and the API server accepts
+    /// (mint one for a pod to act as its ServiceAccount).
+    pub fn service_account_tokens(&self) -> &crate::service_account_tokens::TokenSigner {
+        &self.service_account_tokens
     }
 
     /// A kube-rs client for the default (client certificate) context.

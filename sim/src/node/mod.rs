@@ -83,6 +83,9 @@ pub(crate) struct Shared {
     pub hub: Arc<hub::Hub>,
     /// What each running Spark driver's executor allocator has done.
     pub allocations: allocation::AllocationLog,
+    /// Mints the ServiceAccount tokens of projected volumes (the kubelet's TokenRequest).
+    #[allow(dead_code)] // read by the process runtime through `pod_view::ViewInput`
+    pub service_account_tokens: Arc<crate::service_account_tokens::TokenSigner>,
     kubelets: RwLock<BTreeMap<String, Arc<kubelet::Kubelet>>>,
     pub stop: watch::Sender<bool>,
     tasks: Mutex<Vec<JoinHandle<()>>>,
@@ -165,7 +168,12 @@ impl NodeHandle {
 
 impl NodeCluster {
     /// Starts the controllers and registers `config.nodes`.
-    pub async fn start(store: Store, data_dir: PathBuf, config: NodesConfig) -> Result<NodeCluster, NodeError> {
+    pub async fn start(
+        store: Store,
+        data_dir: PathBuf,
+        config: NodesConfig,
+        service_account_tokens: Arc<crate::service_account_tokens::TokenSigner>,
+    ) -> Result<NodeCluster, NodeError> {
         let (sched_tx, sched_rx) = mpsc::unbounded_channel();
         let (gc_tx, gc_rx) = mpsc::unbounded_channel();
         let gc_after = match config.pod_gc {
@@ -181,6 +189,7 @@ impl NodeCluster {
             config: config.clone(),
             hub: hub.clone(),
             allocations: allocation::AllocationLog::default(),
+            service_account_tokens,
             kubelets: RwLock::new(BTreeMap::new()),
             stop,
             tasks: Mutex::new(Vec::new()),

@@ -25,7 +25,8 @@ use crate::watch::WatchOptions;
 /// The apiserver's request body limit (`--max-request-body-bytes` default, 3 MiB).
 const MAX_BODY: usize = 3 * 1024 * 1024;
 
-/// Who is calling, from the TLS handshake and the Authorization header.
+/// Who is calling, from the TLS handshake and the Authorization header: the admin's client
+/// certificate or static token, or a ServiceAccount token (see [`crate::service_account_tokens`]).
 pub(crate) fn authenticate(state: &AppState, client_cert: bool, headers: &HeaderMap) -> Option<UserInfo> {
     if client_cert {
         return Some(admin());
@@ -35,7 +36,21 @@ pub(crate) fn authenticate(state: &AppState, client_cert: bool, headers: &Header
         .strip_prefix("Bearer ")
         .or_else(|| auth.strip_prefix("bearer "))?
         .trim();
-    (!token.is_empty() && token == state.token).then(admin)
+    if token.is_empty() {
+        return None;
+    }
+    if token == state.token {
+        return Some(admin());
+    }
+    let now = jiff::Timestamp::now().as_second();
+    match state.service_account_tokens.authenticate(&state.store, token, now) {
+        Ok(user) => Some(user),
+        Err(e) => {
+            // kube-apiserver logs why and answers a plain 401.
+            tracing::debug!(error = %e, "bearer token rejected");
+            None
+        }
+    }
 }
 
 fn admin() -> UserInfo {

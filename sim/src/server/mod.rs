@@ -27,6 +27,8 @@ pub(crate) struct AppState {
     pub audit: Arc<crate::audit::AuditLog>,
     /// The bearer token of the kubeconfig's token user.
     pub token: String,
+    /// Verifies the ServiceAccount tokens the kubelets put in pods.
+    pub service_account_tokens: Arc<crate::service_account_tokens::TokenSigner>,
     /// `host:port`, for `/api`'s serverAddressByClientCIDRs.
     pub server_address: String,
     pub bookmark_interval: Duration,
