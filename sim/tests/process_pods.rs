@@ -104,7 +104,11 @@ fn status(p: &Value) -> &Value {
 fn log_file(sim: &Sim, p: &Value, restart: u32) -> PathBuf {
     let node = sim.nodes().node("sim-node-1").unwrap();
     node.log_dir()
-        .join(format!("default_{}_{}", p["metadata"]["name"].as_str().unwrap(), p["metadata"]["uid"].as_str().unwrap()))
+        .join(format!(
+            "default_{}_{}",
+            p["metadata"]["name"].as_str().unwrap(),
+            p["metadata"]["uid"].as_str().unwrap()
+        ))
         .join("main")
         .join(format!("{restart}.log"))
 }
@@ -172,22 +176,39 @@ async fn a_local_image_runs_a_real_process() {
     )
     .await;
     // A command that is not in the container.
-    create(&store, pod("missing", "Never", json!({ "command": ["no-such-command"] }))).await;
+    create(
+        &store,
+        pod("missing", "Never", json!({ "command": ["no-such-command"] })),
+    )
+    .await;
 
     let entry = until(&store, "entry", "Failed", |p| p["status"]["phase"] == "Failed").await;
     let term = &status(&entry)["state"]["terminated"];
-    assert_eq!((term["exitCode"].as_i64(), term["reason"].as_str()), (Some(3), Some("Error")), "{entry:#}");
+    assert_eq!(
+        (term["exitCode"].as_i64(), term["reason"].as_str()),
+        (Some(3), Some("Error")),
+        "{entry:#}"
+    );
     let texts = log_texts(&log_file(&sim, &entry, 0));
-    assert!(texts.contains(&("stdout F".into(), "entrypoint a hi $(GREETING)".into())), "{texts:?}");
+    assert!(
+        texts.contains(&("stdout F".into(), "entrypoint a hi $(GREETING)".into())),
+        "{texts:?}"
+    );
     assert!(texts.contains(&("stderr F".into(), "to stderr".into())), "{texts:?}");
     // Its own UTS and PID namespaces, and the host's /root hidden.
-    assert!(texts.contains(&("stdout F".into(), "host=entry pid=1 root=0".into())), "{texts:?}");
+    assert!(
+        texts.contains(&("stdout F".into(), "host=entry pid=1 root=0".into())),
+        "{texts:?}"
+    );
 
     let command = until(&store, "command", "Succeeded", |p| p["status"]["phase"] == "Succeeded").await;
     let texts = log_texts(&log_file(&sim, &command, 0));
     assert_eq!(
         texts[0],
-        ("stdout F".into(), "hello from hello-arg, HOME=/root KUBECONFIG=unset".into())
+        (
+            "stdout F".into(),
+            "hello from hello-arg, HOME=/root KUBECONFIG=unset".into()
+        )
     );
     // A 40000-character line: two 16 KiB partial records and the rest.
     assert_eq!(texts[1].0, "stdout P");
@@ -199,14 +220,22 @@ async fn a_local_image_runs_a_real_process() {
         status(p)["state"]["waiting"]["reason"] == "CreateContainerError"
     })
     .await;
-    let msg = status(&missing)["state"]["waiting"]["message"].as_str().unwrap_or("").to_string();
+    let msg = status(&missing)["state"]["waiting"]["message"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
     assert!(
-        msg.contains(r#"exec: "no-such-command": executable file not found in $PATH"#) && msg.starts_with("failed to create containerd task"),
+        msg.contains(r#"exec: "no-such-command": executable file not found in $PATH"#)
+            && msg.starts_with("failed to create containerd task"),
         "{msg}"
     );
 
     // The CRI socket shows the exit code, reason and log path of the real process.
-    let id = status(&entry)["containerID"].as_str().unwrap().trim_start_matches("containerd://").to_string();
+    let id = status(&entry)["containerID"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("containerd://")
+        .to_string();
     let st = client
         .container_status(cri::ContainerStatusRequest {
             container_id: id.clone(),
@@ -244,7 +273,11 @@ async fn a_local_image_runs_a_real_process() {
                 .await
                 .expect("kubectl runs");
             let stdout = String::from_utf8_lossy(&out.stdout);
-            assert!(out.status.success(), "kubectl logs: {}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "kubectl logs: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             // stdout and stderr are separate pipes: their order in the file is not the program's.
             assert!(stdout.lines().any(|l| l == "entrypoint a hi $(GREETING)"), "{stdout}");
             assert!(stdout.lines().any(|l| l == "to stderr"), "{stdout}");
@@ -310,7 +343,11 @@ async fn deletion_sends_sigterm_then_sigkill() {
     // PID 1 without a handler ignores SIGTERM: SIGKILL after the grace period.
     create(
         &store,
-        pod("ignores", "Never", json!({ "command": ["/bin/sh", "-c", "while :; do sleep 0.1; done"] })),
+        pod(
+            "ignores",
+            "Never",
+            json!({ "command": ["/bin/sh", "-c", "while :; do sleep 0.1; done"] }),
+        ),
     )
     .await;
     for name in ["handles", "ignores"] {
@@ -337,7 +374,11 @@ async fn deletion_sends_sigterm_then_sigkill() {
 
 /// A free port on 127.0.0.1.
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -351,7 +392,11 @@ async fn restarts_and_probes() {
     // OnFailure restarts a failing process.
     create(
         &store,
-        pod("fails", "OnFailure", json!({ "command": ["/bin/sh", "-c", "echo run; exit 1"] })),
+        pod(
+            "fails",
+            "OnFailure",
+            json!({ "command": ["/bin/sh", "-c", "echo run; exit 1"] }),
+        ),
     )
     .await;
     // Readiness over HTTP: the server starts once the test lets it (a gate port it listens on).
@@ -409,13 +454,23 @@ async fn restarts_and_probes() {
     let web = until(&store, "web", "Ready", |p| ready(p)).await;
     assert_eq!(status(&web)["ready"], true);
 
-    let fails = until(&store, "fails", "restarted twice", |p| status(p)["restartCount"].as_u64() >= Some(2)).await;
+    let fails = until(&store, "fails", "restarted twice", |p| {
+        status(p)["restartCount"].as_u64() >= Some(2)
+    })
+    .await;
     assert_eq!(status(&fails)["lastState"]["terminated"]["exitCode"], 1);
     assert!(log_texts(&log_file(&sim, &fails, 1)).contains(&("stdout F".into(), "run".into())));
 
-    let breaks = until(&store, "breaks", "restarted", |p| status(p)["restartCount"].as_u64() >= Some(1)).await;
+    let breaks = until(&store, "breaks", "restarted", |p| {
+        status(p)["restartCount"].as_u64() >= Some(1)
+    })
+    .await;
     // SIGTERM is ignored by the shell (PID 1 without a handler): SIGKILL after the grace period.
-    assert_eq!(status(&breaks)["lastState"]["terminated"]["exitCode"], 137, "{breaks:#}");
+    assert_eq!(
+        status(&breaks)["lastState"]["terminated"]["exitCode"],
+        137,
+        "{breaks:#}"
+    );
     let events = store
         .list(&Gvr::new("", "v1", "events"), Some("default"), &Default::default())
         .unwrap();
@@ -424,14 +479,24 @@ async fn restarts_and_probes() {
         .unwrap()
         .iter()
         .filter(|e| e["involvedObject"]["name"] == "breaks")
-        .map(|e| (e["reason"].as_str().unwrap_or("").into(), e["message"].as_str().unwrap_or("").into()))
+        .map(|e| {
+            (
+                e["reason"].as_str().unwrap_or("").into(),
+                e["message"].as_str().unwrap_or("").into(),
+            )
+        })
         .collect();
     assert!(
-        messages.iter().any(|(r, m)| r == "Unhealthy" && m.starts_with("Liveness probe failed")),
+        messages
+            .iter()
+            .any(|(r, m)| r == "Unhealthy" && m.starts_with("Liveness probe failed")),
         "{messages:?}"
     );
     assert!(
-        messages.contains(&("Killing".into(), "Container main failed liveness probe, will be restarted".into())),
+        messages.contains(&(
+            "Killing".into(),
+            "Container main failed liveness probe, will be restarted".into()
+        )),
         "{messages:?}"
     );
     sim.shutdown().await;
@@ -460,7 +525,8 @@ async fn logs_are_rotated() {
     .await;
     // A scripted container is rotated too.
     let mut scripted = pod("scripted", "Never", json!({ "image": "busybox" }));
-    scripted["metadata"]["annotations"] = json!({ "sim.spark-operator.dev/log-lines": "300", "sim.spark-operator.dev/run-time": "0s" });
+    scripted["metadata"]["annotations"] =
+        json!({ "sim.spark-operator.dev/log-lines": "300", "sim.spark-operator.dev/run-time": "0s" });
     create(&store, scripted).await;
     for name in ["chatty", "scripted"] {
         let p = until(&store, name, "Succeeded", |p| p["status"]["phase"] == "Succeeded").await;
@@ -527,7 +593,9 @@ async fn sigkill_of_kube_sim_serve_leaves_no_process() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let kc = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
     let client = kube::Client::try_from(config).unwrap();
     let api: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(client, "default");
     let marker = uuid::Uuid::new_v4().simple().to_string();

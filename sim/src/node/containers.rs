@@ -205,7 +205,9 @@ impl Worker {
 
     /// A container whose image is a local image: its view, its command, then a real process.
     async fn try_start_local(&mut self, i: usize, now: Instant) {
-        let Some(entrypoint) = self.ctrs[i].local.clone() else { return };
+        let Some(entrypoint) = self.ctrs[i].local.clone() else {
+            return;
+        };
         if !self.ctrs[i].pulled {
             let field = container_field(&self.ctrs[i]);
             let image = self.ctrs[i].image.clone();
@@ -275,8 +277,13 @@ impl Worker {
             .and_then(|()| super::sandbox::check_command(&view, &env, &argv[0], Some(&entrypoint), &masks));
         if let Err(e) = checked {
             let msg = e.to_string();
-            self.wait_with(i, "CreateContainerError", msg.clone(), Some(("Failed", format!("Error: {msg}"))))
-                .await;
+            self.wait_with(
+                i,
+                "CreateContainerError",
+                msg.clone(),
+                Some(("Failed", format!("Error: {msg}"))),
+            )
+            .await;
             self.ctrs[i].wake = Some(now + self.ctx.config.crash_loop_backoff);
             return;
         }
@@ -398,8 +405,13 @@ impl Worker {
                     Ok(p) => Some(p),
                     Err(e) => {
                         let msg = e.to_string();
-                        self.wait_with(i, "CreateContainerError", msg.clone(), Some(("Failed", format!("Error: {msg}"))))
-                            .await;
+                        self.wait_with(
+                            i,
+                            "CreateContainerError",
+                            msg.clone(),
+                            Some(("Failed", format!("Error: {msg}"))),
+                        )
+                        .await;
                         self.ctrs[i].wake = Some(Instant::now() + self.ctx.config.crash_loop_backoff);
                         return;
                     }

@@ -110,7 +110,10 @@ mod tests {
         assert_eq!(l("sparky"), None);
         let tagged_only = vec![LocalImage::new("busybox:1.36", "/b")];
         assert_eq!(lookup(&tagged_only, "busybox"), None);
-        assert_eq!(lookup(&tagged_only, "busybox:1.36").map(Path::to_path_buf), Some("/b".into()));
+        assert_eq!(
+            lookup(&tagged_only, "busybox:1.36").map(Path::to_path_buf),
+            Some("/b".into())
+        );
     }
 
     #[test]

@@ -142,7 +142,9 @@ impl LogWriter {
         let mut buf = Vec::with_capacity(text.len() + 64);
         let mut chunks = text.chunks(MAX_RECORD).peekable();
         if text.is_empty() {
-            buf.extend_from_slice(format!("{ts} {} {} \n", stream.as_str(), if partial { "P" } else { "F" }).as_bytes());
+            buf.extend_from_slice(
+                format!("{ts} {} {} \n", stream.as_str(), if partial { "P" } else { "F" }).as_bytes(),
+            );
         }
         while let Some(chunk) = chunks.next() {
             let tag = if partial || chunks.peek().is_some() { "P" } else { "F" };

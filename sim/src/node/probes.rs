@@ -194,7 +194,12 @@ fn port_of(container: &Value, port: Option<&Value>) -> Result<u16, String> {
                 .find(|p| p.get("name").and_then(Value::as_str) == Some(s))
                 .and_then(|p| p.get("containerPort").and_then(Value::as_u64))
                 .and_then(|n| u16::try_from(n).ok())
-                .ok_or_else(|| format!("couldn't find port: {s} in {}", container.get("name").unwrap_or(&Value::Null)))
+                .ok_or_else(|| {
+                    format!(
+                        "couldn't find port: {s} in {}",
+                        container.get("name").unwrap_or(&Value::Null)
+                    )
+                })
         }
         _ => Err("missing port".into()),
     }
@@ -220,7 +225,8 @@ pub(crate) async fn run(
     let started_tx = Arc::new(started_tx);
     let begun = Instant::now();
     let workers = probes.into_iter().map(|p| {
-        let (tx, target, started_tx, mut started_rx) = (tx.clone(), target.clone(), started_tx.clone(), started_rx.clone());
+        let (tx, target, started_tx, mut started_rx) =
+            (tx.clone(), target.clone(), started_tx.clone(), started_rx.clone());
         async move {
             if p.kind != ProbeKind::Startup && started_rx.wait_for(|s| *s).await.is_err() {
                 return;
@@ -244,7 +250,11 @@ pub(crate) async fn run(
                 }
                 run = if success == last { run + 1 } else { 1 };
                 last = success;
-                let threshold = if success { p.success_threshold } else { p.failure_threshold };
+                let threshold = if success {
+                    p.success_threshold
+                } else {
+                    p.failure_threshold
+                };
                 if run >= threshold && success != reported {
                     reported = success;
                     let _ = tx.send(WorkerMsg::Probe {
@@ -373,7 +383,10 @@ async fn http_get(https: bool, host: &str, port: u16, path: &str, headers: &[(St
 }
 
 /// Sends the request and reads the status line.
-async fn exchange<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(s: &mut S, req: &str) -> Result<String, String> {
+async fn exchange<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    s: &mut S,
+    req: &str,
+) -> Result<String, String> {
     s.write_all(req.as_bytes()).await.map_err(|e| e.to_string())?;
     let mut buf = Vec::new();
     let mut chunk = [0u8; 1024];
@@ -453,9 +466,15 @@ mod tests {
                 headers: vec![]
             }
         );
-        assert_eq!((r.period, r.timeout, r.success_threshold, r.failure_threshold), (Duration::from_secs(10), Duration::from_secs(1), 2, 3));
+        assert_eq!(
+            (r.period, r.timeout, r.success_threshold, r.failure_threshold),
+            (Duration::from_secs(10), Duration::from_secs(1), 2, 3)
+        );
         let l = Probe::parse(&c, ProbeKind::Liveness, "127.1.0.5").unwrap();
-        assert_eq!(l.handler, Handler::Invalid("couldn't find port: nope in \"web\"".into()));
+        assert_eq!(
+            l.handler,
+            Handler::Invalid("couldn't find port: nope in \"web\"".into())
+        );
         assert!(Probe::parse(&c, ProbeKind::Startup, "127.1.0.5").is_none());
     }
 }

@@ -76,7 +76,17 @@ fn check_support() -> Result<(), String> {
         "set -e; mkdir -p {d}/u {d}/w {d}/r; mount -t overlay overlay -o lowerdir=/,upperdir={d}/u,workdir={d}/w {d}/r; hostname kube-sim-check; mount -t proc proc {d}/r/proc"
     );
     let out = std::process::Command::new("unshare")
-        .args(["--mount", "--uts", "--pid", "--fork", "--propagation", "private", "--", "/bin/sh", "-c"])
+        .args([
+            "--mount",
+            "--uts",
+            "--pid",
+            "--fork",
+            "--propagation",
+            "private",
+            "--",
+            "/bin/sh",
+            "-c",
+        ])
         .arg(&script)
         .env_clear()
         .env("PATH", TOOLS_PATH)
@@ -228,7 +238,10 @@ pub(crate) fn launch(l: &Launch<'_>) -> Result<Launched, SandboxError> {
     if s.contains([',', ':', '\n']) {
         return Err(SandboxError::BadPath(s));
     }
-    std::fs::create_dir_all(scratch).map_err(|source| SandboxError::Scratch { path: s.clone(), source })?;
+    std::fs::create_dir_all(scratch).map_err(|source| SandboxError::Scratch {
+        path: s.clone(),
+        source,
+    })?;
     let (outer, inner) = scripts(l);
     let stage_script = scratch.join("phase2.sh");
     for (path, text) in [(scratch.join("launch.sh"), &outer), (stage_script, &inner)] {
@@ -238,7 +251,16 @@ pub(crate) fn launch(l: &Launch<'_>) -> Result<Launched, SandboxError> {
         })?;
     }
     let child = Command::new("setpriv")
-        .args(["--pdeathsig", "KILL", "unshare", "--mount", "--uts", "--pid", "--fork", "--kill-child"])
+        .args([
+            "--pdeathsig",
+            "KILL",
+            "unshare",
+            "--mount",
+            "--uts",
+            "--pid",
+            "--fork",
+            "--kill-child",
+        ])
         .args(["--propagation", "private", "--", "/bin/sh"])
         .arg(scratch.join("launch.sh"))
         .env_clear()
@@ -478,8 +500,14 @@ pub(crate) async fn supervise(
     let Launched { mut child, scratch } = launched;
     let _guard = ScratchGuard(scratch.clone());
     let pumps: Vec<_> = [
-        child.stdout.take().map(|o| tokio::spawn(pump(o, log.clone(), Stream::Stdout))),
-        child.stderr.take().map(|e| tokio::spawn(pump(e, log.clone(), Stream::Stderr))),
+        child
+            .stdout
+            .take()
+            .map(|o| tokio::spawn(pump(o, log.clone(), Stream::Stdout))),
+        child
+            .stderr
+            .take()
+            .map(|e| tokio::spawn(pump(e, log.clone(), Stream::Stderr))),
     ]
     .into_iter()
     .flatten()
@@ -588,7 +616,10 @@ mod tests {
             target: "/data".into(),
             read_only: ro,
         };
-        let (va, vb) = (view("pod-a", vec![mount(&a, false)]), view("pod-b", vec![mount(&b, true)]));
+        let (va, vb) = (
+            view("pod-a", vec![mount(&a, false)]),
+            view("pod-b", vec![mount(&b, true)]),
+        );
         // Both run at the same time: each holds until the other has written its marker.
         let script = "cat /data/who; echo; hostname; echo pid=$$; echo env=$MARK; pwd; \
                       ls -A /root | wc -l; echo w >> /data/wrote 2>/dev/null || echo read-only; \
@@ -601,8 +632,25 @@ mod tests {
         assert_eq!((ca, cb), (0, 0), "{oa}\n{ob}");
         let la: Vec<&str> = oa.lines().collect();
         let lb: Vec<&str> = ob.lines().collect();
-        assert_eq!(&la[..7], ["a", "pod-a", "pid=1", "env=x", "/data", "0", "host-file-visible"], "{oa}");
-        assert_eq!(&lb[..8], ["b", "pod-b", "pid=1", "env=x", "/data", "0", "read-only", "host-file-visible"], "{ob}");
+        assert_eq!(
+            &la[..7],
+            ["a", "pod-a", "pid=1", "env=x", "/data", "0", "host-file-visible"],
+            "{oa}"
+        );
+        assert_eq!(
+            &lb[..8],
+            [
+                "b",
+                "pod-b",
+                "pid=1",
+                "env=x",
+                "/data",
+                "0",
+                "read-only",
+                "host-file-visible"
+            ],
+            "{ob}"
+        );
         assert!(a.join("wrote").exists() && !b.join("wrote").exists());
         // Writes outside the mounts stay in the container's overlay.
         assert!(!Path::new("/etc/kube-sim-written").exists());
@@ -614,14 +662,31 @@ mod tests {
         let v = view("p", vec![]);
         let env = final_env(&v);
         assert!(check_command(&v, &env, "sh", None, &[]).is_ok());
-        let e = check_command(&v, &env, "no-such-command", None, &[]).unwrap_err().to_string();
-        assert!(e.contains(r#"exec: "no-such-command": executable file not found in $PATH"#), "{e}");
-        let missing = dir.path().join("x");
-        let e = check_command(&v, &env, &missing.display().to_string(), None, &[dir.path().to_path_buf()])
+        let e = check_command(&v, &env, "no-such-command", None, &[])
             .unwrap_err()
             .to_string();
+        assert!(
+            e.contains(r#"exec: "no-such-command": executable file not found in $PATH"#),
+            "{e}"
+        );
+        let missing = dir.path().join("x");
+        let e = check_command(
+            &v,
+            &env,
+            &missing.display().to_string(),
+            None,
+            &[dir.path().to_path_buf()],
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("no such file or directory"), "{e}");
-        assert_eq!(env.iter().find(|(k, _)| k == "HOME").map(|(_, v)| v.as_str()), Some("/root"));
-        assert_eq!(env.iter().find(|(k, _)| k == "HOSTNAME").map(|(_, v)| v.as_str()), Some("p"));
+        assert_eq!(
+            env.iter().find(|(k, _)| k == "HOME").map(|(_, v)| v.as_str()),
+            Some("/root")
+        );
+        assert_eq!(
+            env.iter().find(|(k, _)| k == "HOSTNAME").map(|(_, v)| v.as_str()),
+            Some("p")
+        );
     }
 }
