@@ -404,7 +404,13 @@ impl Worker {
                     if let Some((_, sig)) = &c.process {
                         sig.send_replace(Signal::Term);
                     }
-                    c.kill_at = Some(Instant::now() + grace_of(&self.pod).max(MIN_GRACE));
+                    // The probe's own terminationGracePeriodSeconds wins over the pod's.
+                    let grace = c
+                        .spec
+                        .pointer(&format!("/{}/terminationGracePeriodSeconds", kind.field()))
+                        .and_then(Value::as_i64)
+                        .map_or_else(|| grace_of(&self.pod), |s| Duration::from_secs(s.max(0) as u64));
+                    c.kill_at = Some(Instant::now() + grace.max(MIN_GRACE));
                     self.pending_events.push((Some(field), "Normal", "Killing", msg));
                 }
             },

@@ -46,7 +46,7 @@ impl ProbeKind {
         }
     }
 
-    fn field(self) -> &'static str {
+    pub fn field(self) -> &'static str {
         match self {
             ProbeKind::Startup => "startupProbe",
             ProbeKind::Liveness => "livenessProbe",

@@ -616,15 +616,26 @@ mod tests {
             target: "/data".into(),
             read_only: ro,
         };
-        let (va, vb) = (
-            view("pod-a", vec![mount(&a, false)]),
-            view("pod-b", vec![mount(&b, true)]),
-        );
-        // Both run at the same time: each holds until the other has written its marker.
-        let script = "cat /data/who; echo; hostname; echo pid=$$; echo env=$MARK; pwd; \
-                      ls -A /root | wc -l; echo w >> /data/wrote 2>/dev/null || echo read-only; \
+        let shared = dir.path().join("shared");
+        std::fs::create_dir_all(&shared).unwrap();
+        let both = |source: &Path, ro| {
+            vec![
+                mount(source, ro),
+                ViewMount {
+                    source: shared.clone(),
+                    target: "/shared".into(),
+                    read_only: false,
+                },
+            ]
+        };
+        let (va, vb) = (view("pod-a", both(&a, false)), view("pod-b", both(&b, true)));
+        // Both run at the same time: each reads /data only once the other has started.
+        let script = "touch /shared/$(hostname); i=0; \
+                      while [ $(ls /shared | wc -l) -lt 2 ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; \
+                      cat /data/who; echo; hostname; echo pid=$$; echo env=$MARK; pwd; \
+                      ls -A /root | wc -l; (echo w >> /data/wrote) 2>/dev/null || echo read-only; \
                       test -e /etc/kube-sim-host-only && echo host-file-visible; \
-                      echo leak > /etc/kube-sim-written; sleep 0.5";
+                      echo leak > /etc/kube-sim-written; ls /shared | wc -l";
         std::fs::write("/etc/kube-sim-host-only", "x").unwrap();
         let (sa, sb) = (dir.path().join("sa"), dir.path().join("sb"));
         let ((ca, oa), (cb, ob)) = tokio::join!(run(&va, &sa, script), run(&vb, &sb, script));
@@ -652,6 +663,7 @@ mod tests {
             "{ob}"
         );
         assert!(a.join("wrote").exists() && !b.join("wrote").exists());
+        assert_eq!((la.last(), lb.last()), (Some(&"2"), Some(&"2")), "they ran together");
         // Writes outside the mounts stay in the container's overlay.
         assert!(!Path::new("/etc/kube-sim-written").exists());
     }
