@@ -611,4 +611,51 @@ mod tests {
         let err = log_attempt(&pod, "a", true).unwrap_err().to_string();
         assert_eq!(err, "previous terminated container \"a\" in pod \"p\" not found");
     }
+
+    #[test]
+    fn long_lines_become_partial_records_and_files_rotate() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c/0.log");
+        let w = LogWriter::with_rotation(
+            path.clone(),
+            Rotation {
+                max_size: 0,
+                max_files: 5,
+            },
+        )
+        .unwrap();
+        w.record(Stream::Stdout, &vec![b'x'; MAX_RECORD * 2 + 5], false);
+        let content = std::fs::read_to_string(&path).unwrap();
+        let tags: Vec<&str> = content.lines().map(|l| l.split(' ').nth(2).unwrap()).collect();
+        assert_eq!(tags, ["P", "P", "F"]);
+        assert_eq!(parse(&content)[0].text.len(), MAX_RECORD * 2 + 5);
+
+        let w = LogWriter::with_rotation(
+            dir.path().join("d/0.log"),
+            Rotation {
+                max_size: 100,
+                max_files: 3,
+            },
+        )
+        .unwrap();
+        // Old rotated files with distinct names: only the newest max_files - 1 stay.
+        for old in [
+            "0.log.20200101-000000",
+            "0.log.20200101-000001",
+            "0.log.20200101-000002",
+        ] {
+            std::fs::write(dir.path().join("d").join(old), "x").unwrap();
+        }
+        w.line(Stream::Stdout, &"y".repeat(200));
+        let mut names: Vec<String> = std::fs::read_dir(dir.path().join("d"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names.len(), 3, "{names:?}");
+        assert_eq!(names[0], "0.log");
+        assert_eq!(names[1], "0.log.20200101-000002");
+        assert!(names[2].starts_with("0.log.20") && names[2].len() == "0.log.20261125-101010".len());
+        assert_eq!(std::fs::metadata(dir.path().join("d/0.log")).unwrap().len(), 0);
+    }
 }
