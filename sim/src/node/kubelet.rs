@@ -192,6 +192,8 @@ impl Kubelet {
                         }
                         gc.pop();
                         self.runtime.remove_pod(&uid);
+                        // What the pod view wrote for it (volumes, hosts files, tokens).
+                        super::pod_view::remove(&self.root, &uid);
                         let dir = super::logs::pod_log_dir(&self.root, &ns, &name, &uid);
                         if let Err(e) = std::fs::remove_dir_all(&dir)
                             && e.kind() != std::io::ErrorKind::NotFound
