@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams};
-use kube_sim::node::{NodeSpec, NodesConfig, PodGc};
+use kube_sim::node::{KubeletConfig, LocalImage, NodeSpec, NodesConfig, PodGc};
 use kube_sim::{Sim, SimConfig};
 
 /// Why the cluster could not start.
@@ -41,6 +41,8 @@ pub struct ClusterOptions {
     pub port: u16,
     /// Where to write the kubeconfig; default: `<data-dir>/kubeconfig`.
     pub kubeconfig: Option<PathBuf>,
+    /// Images whose pods run a local executable as a real process.
+    pub local_images: Vec<LocalImage>,
 }
 
 impl Default for ClusterOptions {
@@ -55,6 +57,7 @@ impl Default for ClusterOptions {
             normal_events: true,
             port: 0,
             kubeconfig: None,
+            local_images: Vec::new(),
         }
     }
 }
@@ -90,6 +93,10 @@ impl Cluster {
                 .collect(),
             pod_gc: options.pod_gc,
             normal_events: options.normal_events,
+            kubelet: KubeletConfig {
+                local_images: options.local_images.clone(),
+                ..KubeletConfig::default()
+            },
             ..NodesConfig::default()
         };
         // Pods mount kube-root-ca.crt through their API-access volume, as in a real cluster.

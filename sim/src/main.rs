@@ -39,6 +39,10 @@ enum Command {
         /// Terminated-pod GC: instant, off, or a delay such as 30s.
         #[arg(long, env = "KUBE_SIM_POD_GC", default_value = "off")]
         pod_gc: kube_sim::node::PodGc,
+        /// IMAGE=PATH: pods with this image run PATH as a real process (repeatable; the env
+        /// variable takes a comma-separated list).
+        #[arg(long = "local-image", env = "KUBE_SIM_LOCAL_IMAGE", value_delimiter = ',')]
+        local_image: Vec<kube_sim::node::LocalImage>,
     },
 }
 
@@ -57,6 +61,7 @@ async fn main() -> anyhow::Result<()> {
             bookmark_interval_seconds,
             nodes,
             pod_gc,
+            local_image,
         } => {
             let mut config = SimConfig::new(data_dir);
             config.kubeconfig_path = kubeconfig;
@@ -64,6 +69,7 @@ async fn main() -> anyhow::Result<()> {
             config.bookmark_interval = Duration::from_secs(bookmark_interval_seconds.max(1));
             config.nodes = kube_sim::node::NodesConfig::with_nodes(nodes);
             config.nodes.pod_gc = pod_gc;
+            config.nodes.kubelet.local_images = local_image;
             // Pods mount kube-root-ca.crt through their API-access volume; with nodes running
             // pods it must exist, as in a real cluster.
             config.root_ca_configmap |= nodes > 0;

@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use clap::Parser;
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use kube::api::{Api, Patch, PatchParams};
-use kube_sim::node::PodGc;
+use kube_sim::node::{LocalImage, PodGc};
 use spark_operator_controller::ControllerArgs;
 use spark_operator_dev::{Cluster, ClusterOptions};
 use spark_operator_runtime::args::{Listen, parse_listen};
@@ -44,6 +44,11 @@ pub struct DevArgs {
     /// Terminated-pod GC: off, instant, or a delay such as 30s.
     #[arg(long, default_value = "off")]
     pub pod_gc: PodGc,
+
+    /// IMAGE=PATH: pods with this image run PATH as a real process in the cluster (repeatable; the
+    /// environment variable takes a comma-separated list).
+    #[arg(long = "local-image", value_delimiter = ',')]
+    pub local_image: Vec<LocalImage>,
 
     /// Address of /metrics, /healthz and /readyz of every component dev runs; `off` to serve nothing.
     #[arg(long, default_value = "127.0.0.1:8080", value_parser = parse_listen)]
@@ -102,6 +107,7 @@ pub async fn dev(args: DevArgs, out: &mut impl Write) -> anyhow::Result<()> {
         pod_gc: args.pod_gc,
         port: args.port,
         kubeconfig: args.kubeconfig.clone(),
+        local_images: args.local_image.clone(),
         ..ClusterOptions::default()
     };
     let cluster = Cluster::start(&args.data_dir, &options).await?;

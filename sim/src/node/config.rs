@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::str::FromStr;
 use std::time::Duration;
 
+use super::local_images::LocalImage;
 use super::script::ImageScript;
 
 /// Everything about the nodes of a sim.
@@ -119,6 +120,12 @@ pub struct KubeletConfig {
     pub container_gc_delay: Duration,
     /// Per-image script defaults.
     pub image_scripts: Vec<ImageScript>,
+    /// Images that run a real process: the executable standing for each image's entrypoint.
+    pub local_images: Vec<LocalImage>,
+    /// `containerLogMaxSize`: a container's log file is rotated once it is larger (10Mi).
+    pub container_log_max_size: u64,
+    /// `containerLogMaxFiles`: log files kept per container, the current one included (5).
+    pub container_log_max_files: usize,
 }
 
 impl Default for KubeletConfig {
@@ -131,6 +138,9 @@ impl Default for KubeletConfig {
             image_pull_backoff_max: Duration::from_secs(300),
             container_gc_delay: Duration::from_secs(60),
             image_scripts: Vec::new(),
+            local_images: Vec::new(),
+            container_log_max_size: 10 * 1024 * 1024,
+            container_log_max_files: 5,
         }
     }
 }

@@ -12,6 +12,7 @@ use tokio::time::Instant;
 use super::logs::LogWriter;
 use super::pod_status::CState;
 use super::pod_worker::{Worker, WorkerMsg, container_field};
+use super::probes::{ExecTarget, Probe, ProbeKind};
 use super::process::{self, ProcessCtx, Signal};
 use super::runtime::ContainerConfig;
 use crate::error_chain::ErrorChain;
@@ -93,6 +94,10 @@ impl Worker {
     }
 
     async fn try_start(&mut self, i: usize, now: Instant) {
+        if self.ctrs[i].local.is_some() {
+            self.try_start_local(i, now).await;
+            return;
+        }
         let script = match &self.ctrs[i].script {
             Ok(s) => s.clone(),
             Err(e) => {
@@ -195,17 +200,118 @@ impl Worker {
             return;
         }
         self.ctrs[i].reported = None;
-        self.start(i, script).await;
+        self.start(i, Run::Script(script)).await;
+    }
+
+    /// A container whose image is a local image: its view, its command, then a real process.
+    async fn try_start_local(&mut self, i: usize, now: Instant) {
+        let Some(entrypoint) = self.ctrs[i].local.clone() else {
+            return;
+        };
+        if !self.ctrs[i].pulled {
+            let field = container_field(&self.ctrs[i]);
+            let image = self.ctrs[i].image.clone();
+            self.event(
+                Some(&field),
+                "Normal",
+                "Pulled",
+                &format!("Container image {image:?} already present on machine"),
+            )
+            .await;
+            self.ctrs[i].pulled = true;
+        }
+        if let Some(msg) = super::refs::missing_env(&self.ctx.store, &self.pod, &self.ctrs[i].spec) {
+            self.wait_with(
+                i,
+                "CreateContainerConfigError",
+                msg.clone(),
+                Some(("Failed", format!("Error: {msg}"))),
+            )
+            .await;
+            return;
+        }
+        let pod_ip = self.pod_ip.clone().unwrap_or_default();
+        let spec = self.ctrs[i].spec.clone();
+        let prepared = super::pod_view::prepare(super::pod_view::ViewInput {
+            store: &self.ctx.store,
+            node_root: &self.ctx.node_root,
+            node_name: &self.ctx.node,
+            pod: &self.pod,
+            container: &spec,
+            pod_ip: &pod_ip,
+            host_ip: &self.ctx.host_ip,
+        });
+        let view = match prepared {
+            Ok(v) => v,
+            Err(e) => {
+                let msg = ErrorChain(&e).to_string();
+                self.wait_with(i, e.reason(), msg.clone(), Some(("Failed", format!("Error: {msg}"))))
+                    .await;
+                self.ctrs[i].wake = Some(now + self.ctx.config.crash_loop_backoff);
+                return;
+            }
+        };
+        // `command` replaces the entrypoint, `args` the default arguments (a local image has
+        // none), both expanded against the container's environment.
+        let words = |f: &str| -> Vec<String> {
+            spec.get(f)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(|w| super::expand::expand_with_env(w, &view.env))
+                .collect()
+        };
+        let (command, args) = (words("command"), words("args"));
+        let mut argv = if command.is_empty() {
+            vec![entrypoint.display().to_string()]
+        } else {
+            command
+        };
+        argv.extend(args);
+        let data_dir = std::fs::canonicalize(&self.ctx.data_dir).unwrap_or_else(|_| self.ctx.data_dir.clone());
+        let masks = vec![data_dir];
+        let env = super::sandbox::final_env(&view);
+        let checked = super::sandbox::supported()
+            .map_err(super::sandbox::SandboxError::Unsupported)
+            .and_then(|()| super::sandbox::check_command(&view, &env, &argv[0], Some(&entrypoint), &masks));
+        if let Err(e) = checked {
+            let msg = e.to_string();
+            self.wait_with(
+                i,
+                "CreateContainerError",
+                msg.clone(),
+                Some(("Failed", format!("Error: {msg}"))),
+            )
+            .await;
+            self.ctrs[i].wake = Some(now + self.ctx.config.crash_loop_backoff);
+            return;
+        }
+        self.ctrs[i].reported = None;
+        self.start(
+            i,
+            Run::Local(LocalRun {
+                view: Arc::new(view),
+                argv,
+                entrypoint,
+                masks,
+            }),
+        )
+        .await;
     }
 
     /// Creates and starts the container in the runtime and launches its process.
-    async fn start(&mut self, i: usize, script: super::script::Script) {
+    async fn start(&mut self, i: usize, run: Run) {
         let Some(sandbox) = self.sandbox.clone() else { return };
         let c = &self.ctrs[i];
         let attempt = if c.id.is_some() { c.attempt + 1 } else { 0 };
         let log_path =
             super::logs::container_log_path(&self.ctx.node_root, &self.ns, &self.name, &self.uid, &c.name, attempt);
-        let log = match LogWriter::create(log_path.clone()) {
+        let rotation = super::logs::Rotation {
+            max_size: self.ctx.config.container_log_max_size,
+            max_files: self.ctx.config.container_log_max_files,
+        };
+        let log = match LogWriter::with_rotation(log_path.clone(), rotation) {
             Ok(l) => Arc::new(l),
             Err(e) => {
                 // The kubelet's message carries the whole cause (which path, which OS error).
@@ -280,6 +386,38 @@ impl Worker {
         let name = self.ctrs[i].name.clone();
         self.event(Some(&field), "Normal", "Created", &format!("Created container: {name}"))
             .await;
+        let launched = match &run {
+            Run::Script(_) => None,
+            Run::Local(l) => {
+                let scratch = self
+                    .ctx
+                    .node_root
+                    .join("run/containerd/io.containerd.runtime.v2.task/k8s.io")
+                    .join(&id);
+                let launch = super::sandbox::Launch {
+                    view: &l.view,
+                    argv: &l.argv,
+                    entrypoint: Some(&l.entrypoint),
+                    scratch: &scratch,
+                    masks: &l.masks,
+                };
+                match super::sandbox::launch(&launch) {
+                    Ok(p) => Some(p),
+                    Err(e) => {
+                        let msg = e.to_string();
+                        self.wait_with(
+                            i,
+                            "CreateContainerError",
+                            msg.clone(),
+                            Some(("Failed", format!("Error: {msg}"))),
+                        )
+                        .await;
+                        self.ctrs[i].wake = Some(Instant::now() + self.ctx.config.crash_loop_backoff);
+                        return;
+                    }
+                }
+            }
+        };
         if let Err(e) = runtime.start_container(&id) {
             self.wait_with(i, "CreateContainerError", e.to_string(), None).await;
             return;
@@ -297,22 +435,67 @@ impl Worker {
             started_at: crate::meta::now_rfc3339(),
         };
         let (sig_tx, sig_rx) = watch::channel(Signal::None);
-        let pctx = ProcessCtx {
-            shared: self.ctx.shared.clone(),
-            pod: self.pod.clone(),
-            container: c.spec.clone(),
-            script,
-            log,
-            restart: attempt,
-        };
         let tx = self.tx.clone();
-        let handle = tokio::spawn(async move {
-            let exit = process::run(pctx, sig_rx).await;
-            let _ = tx.send(WorkerMsg::Exited { idx: i, attempt, exit });
-        });
+        let handle = match (run, launched) {
+            (Run::Local(l), Some(launched)) => {
+                let probes: Vec<Probe> = [ProbeKind::Startup, ProbeKind::Liveness, ProbeKind::Readiness]
+                    .into_iter()
+                    .filter_map(|k| Probe::parse(&c.spec, k, self.pod_ip.as_deref().unwrap_or("")))
+                    .collect();
+                c.started = !c.has_startup();
+                c.ready = c.started && !c.has_readiness();
+                if !probes.is_empty() {
+                    let target = ExecTarget {
+                        view: l.view.clone(),
+                        scratch: launched.scratch.clone(),
+                    };
+                    let prober = tokio::spawn(super::probes::run(probes, target, tx.clone(), i, attempt));
+                    c.prober = Some(prober.abort_handle());
+                }
+                let termination_log = l.view.termination_log.clone();
+                tokio::spawn(async move {
+                    let exit = super::sandbox::supervise(launched, log, sig_rx, termination_log).await;
+                    let _ = tx.send(WorkerMsg::Exited { idx: i, attempt, exit });
+                })
+            }
+            // Launched above for every local run.
+            (Run::Local(_), None) => return,
+            (Run::Script(script), _) => {
+                // Scripted containers have no probes: ready once running.
+                c.started = true;
+                c.ready = true;
+                let pctx = ProcessCtx {
+                    shared: self.ctx.shared.clone(),
+                    pod: self.pod.clone(),
+                    container: c.spec.clone(),
+                    script,
+                    log,
+                    restart: attempt,
+                };
+                tokio::spawn(async move {
+                    let exit = process::run(pctx, sig_rx).await;
+                    let _ = tx.send(WorkerMsg::Exited { idx: i, attempt, exit });
+                })
+            }
+        };
         c.process = Some((handle.abort_handle(), sig_tx));
         self.dirty = true;
     }
+}
+
+/// What a started container runs.
+enum Run {
+    /// A scripted program (`process.rs`).
+    Script(super::script::Script),
+    /// A real process from a local image (`sandbox.rs`).
+    Local(LocalRun),
+}
+
+struct LocalRun {
+    view: Arc<super::pod_view::View>,
+    argv: Vec<String>,
+    entrypoint: std::path::PathBuf,
+    masks: Vec<std::path::PathBuf>,
 }
 
 /// A stable hash of what identifies the container's spec (name, image, command, args), as the

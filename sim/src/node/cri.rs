@@ -1,5 +1,5 @@
 //! Each node's CRI `runtime.v1.RuntimeService` over its [`Runtime`], served on
-//! `<node>/cri.sock`: what a node agent (or `crictl`) sees on a containerd node.
+//! `<node>/run/containerd/containerd.sock`: what a node agent (or `crictl`) sees on a containerd node.
 
 use std::sync::Arc;
 

@@ -52,10 +52,13 @@ impl Kubelet {
         index: u16,
     ) -> Result<(Arc<Kubelet>, Vec<JoinHandle<()>>), NodeError> {
         let root = super::logs::node_root(&shared.data_dir, &spec.name);
-        std::fs::create_dir_all(root.join("var/log/pods")).map_err(|source| NodeError::CreateDir {
-            path: root.display().to_string(),
-            source,
-        })?;
+        // The directories of a real node, so default hostPaths find what they expect.
+        for dir in ["var/log/pods", "var/lib/kubelet", "run/containerd"] {
+            std::fs::create_dir_all(root.join(dir)).map_err(|source| NodeError::CreateDir {
+                path: root.join(dir).display().to_string(),
+                source,
+            })?;
+        }
         let runtime = Arc::new(Runtime::new([10, 244, (index % 256) as u8]));
         registration::register(&shared.store, spec, index, &runtime.pod_cidr())
             .await
@@ -69,6 +72,7 @@ impl Kubelet {
             store: shared.store.clone(),
             node: spec.name.clone(),
             node_root: root.clone(),
+            data_dir: shared.data_dir.clone(),
             host_ip: registration::host_ip(index),
             runtime: runtime.clone(),
             recorder: Recorder::new(
@@ -91,7 +95,7 @@ impl Kubelet {
         });
         let mut tasks = Vec::new();
 
-        let socket = root.join("cri.sock");
+        let socket = cri_socket_path(&root);
         let listener = spark_operator_proto::unix::bind_unix_listener(&socket).map_err(NodeError::Socket)?;
         let service = RuntimeServiceServer::new(CriService::new(runtime, spec.name.clone(), shared.stop.subscribe()));
         let mut stop = shared.stop.subscribe();
@@ -188,6 +192,8 @@ impl Kubelet {
                         }
                         gc.pop();
                         self.runtime.remove_pod(&uid);
+                        // What the pod view wrote for it (volumes, hosts files, tokens).
+                        super::pod_view::remove(&self.root, &uid);
                         let dir = super::logs::pod_log_dir(&self.root, &ns, &name, &uid);
                         if let Err(e) = std::fs::remove_dir_all(&dir)
                             && e.kind() != std::io::ErrorKind::NotFound
@@ -313,6 +319,11 @@ async fn heartbeat(
             _ = stop.changed() => return,
         }
     }
+}
+
+/// `<node>/run/containerd/containerd.sock`, containerd's socket on a real node.
+pub(crate) fn cri_socket_path(root: &std::path::Path) -> PathBuf {
+    root.join("run/containerd/containerd.sock")
 }
 
 async fn sleep_until(t: Option<Instant>) {

@@ -64,32 +64,63 @@ pub fn node_root(data_dir: &Path, node: &str) -> PathBuf {
     data_dir.join("nodes").join(node)
 }
 
-/// Appends lines to one container's log file, as containerd's CRI logger does.
+/// containerd splits a line longer than this into partial (`P`) records.
+pub const MAX_RECORD: usize = 16 * 1024;
+
+/// The kubelet's log rotation policy (`containerLogMaxSize`, `containerLogMaxFiles`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rotation {
+    /// Rotate once the file is larger than this; 0: never.
+    pub max_size: u64,
+    /// Files kept, the current one included (at least 2, as the kubelet requires).
+    pub max_files: usize,
+}
+
+impl Default for Rotation {
+    fn default() -> Self {
+        Self {
+            max_size: 10 * 1024 * 1024,
+            max_files: 5,
+        }
+    }
+}
+
+/// The kubelet's rotated-file suffix format (`20060102-150405`).
+const ROTATED_FORMAT: &str = "%Y%m%d-%H%M%S";
+
+#[derive(Debug)]
+struct Open {
+    file: std::fs::File,
+    size: u64,
+}
+
+/// Appends lines to one container's log file, as containerd's CRI logger does, and rotates it
+/// as the kubelet's container log manager does.
 #[derive(Debug)]
 pub struct LogWriter {
     path: PathBuf,
-    file: Mutex<std::fs::File>,
+    rotation: Rotation,
+    file: Mutex<Open>,
 }
 
 impl LogWriter {
     pub fn create(path: PathBuf) -> Result<Self, LogError> {
+        Self::with_rotation(path, Rotation::default())
+    }
+
+    pub fn with_rotation(path: PathBuf, rotation: Rotation) -> Result<Self, LogError> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(|source| LogError::CreateDir {
                 path: dir.display().to_string(),
                 source,
             })?;
         }
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(|source| LogError::Open {
-                path: path.display().to_string(),
-                source,
-            })?;
+        let file = open_append(&path)?;
+        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
         Ok(Self {
             path,
-            file: Mutex::new(file),
+            rotation,
+            file: Mutex::new(Open { file, size }),
         })
     }
 
@@ -99,17 +130,94 @@ impl LogWriter {
 
     /// Writes one full line (`F`); text with newlines becomes several lines.
     pub fn line(&self, stream: Stream, text: &str) {
-        let ts = jiff::Timestamp::now();
-        let mut buf = String::new();
         for l in text.split('\n') {
-            buf.push_str(&format!("{ts} {} F {l}\n", stream.as_str()));
-        }
-        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
-        // A full disk loses log lines, as with a real runtime; the container keeps running.
-        if let Err(e) = file.write_all(buf.as_bytes()) {
-            tracing::warn!(path = %self.path.display(), error = %e, "writing a container log line");
+            self.record(stream, l.as_bytes(), false);
         }
     }
+
+    /// Writes one line of a process's output (without its newline); `partial` when the output
+    /// ended without one. Longer than [`MAX_RECORD`]: `P` records, then the rest.
+    pub fn record(&self, stream: Stream, text: &[u8], partial: bool) {
+        let ts = jiff::Timestamp::now();
+        let mut buf = Vec::with_capacity(text.len() + 64);
+        let mut chunks = text.chunks(MAX_RECORD).peekable();
+        if text.is_empty() {
+            buf.extend_from_slice(
+                format!("{ts} {} {} \n", stream.as_str(), if partial { "P" } else { "F" }).as_bytes(),
+            );
+        }
+        while let Some(chunk) = chunks.next() {
+            let tag = if partial || chunks.peek().is_some() { "P" } else { "F" };
+            buf.extend_from_slice(format!("{ts} {} {tag} ", stream.as_str()).as_bytes());
+            buf.extend_from_slice(chunk);
+            buf.push(b'\n');
+        }
+        let mut open = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        // A full disk loses log lines, as with a real runtime; the container keeps running.
+        if let Err(e) = open.file.write_all(&buf) {
+            tracing::warn!(path = %self.path.display(), error = %e, "writing a container log line");
+            return;
+        }
+        open.size += buf.len() as u64;
+        if self.rotation.max_size > 0 && open.size > self.rotation.max_size {
+            self.rotate(&mut open);
+        }
+    }
+
+    /// The kubelet's `rotateLog`: drop the oldest rotated files beyond `max_files - 2`, rename
+    /// the current file to `<name>.<timestamp>` and reopen (containerd's `ReopenContainerLog`).
+    fn rotate(&self, open: &mut Open) {
+        let Some(name) = self.path.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+            return;
+        };
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        let mut rotated = rotated_files(dir, &name);
+        let keep = self.rotation.max_files.max(2) - 2;
+        while rotated.len() > keep {
+            let oldest = rotated.remove(0);
+            if let Err(e) = std::fs::remove_file(&oldest) {
+                tracing::warn!(path = %oldest.display(), error = %e, "removing a rotated container log");
+            }
+        }
+        let suffix = jiff::Timestamp::now().strftime(ROTATED_FORMAT).to_string();
+        let target = dir.join(format!("{name}.{suffix}"));
+        if let Err(e) = std::fs::rename(&self.path, &target) {
+            tracing::warn!(path = %self.path.display(), error = %e, "rotating a container log");
+            return;
+        }
+        match open_append(&self.path) {
+            Ok(f) => {
+                open.file = f;
+                open.size = 0;
+            }
+            Err(e) => tracing::warn!(error = %crate::error_chain::ErrorChain(&e), "reopening a rotated container log"),
+        }
+    }
+}
+
+fn open_append(path: &Path) -> Result<std::fs::File, LogError> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|source| LogError::Open {
+            path: path.display().to_string(),
+            source,
+        })
+}
+
+/// The rotated files of log `name` in `dir`, oldest first (the timestamps sort as text).
+pub fn rotated_files(dir: &Path, name: &str) -> Vec<PathBuf> {
+    let prefix = format!("{name}.");
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+        .collect();
+    out.sort();
+    out
 }
 
 /// A failed container's termination message under `FallbackToLogsOnError`: the last 80 lines
@@ -271,6 +379,10 @@ async fn follow_next(mut s: FollowState) -> Option<(Bytes, FollowState)> {
         }
         // Read what is new; a line may still be half-written, so only complete lines count.
         let content = std::fs::read(&s.path).unwrap_or_default();
+        if content.len() < s.offset {
+            // Rotated: the file was renamed and a new one started.
+            s.offset = 0;
+        }
         let fresh = content.get(s.offset..).unwrap_or_default();
         let complete = fresh.iter().rposition(|b| *b == b'\n').map(|i| i + 1).unwrap_or(0);
         if complete > 0 {
@@ -498,5 +610,52 @@ mod tests {
         assert_eq!(log_attempt(&pod, "b", true).unwrap(), 2);
         let err = log_attempt(&pod, "a", true).unwrap_err().to_string();
         assert_eq!(err, "previous terminated container \"a\" in pod \"p\" not found");
+    }
+
+    #[test]
+    fn long_lines_become_partial_records_and_files_rotate() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c/0.log");
+        let w = LogWriter::with_rotation(
+            path.clone(),
+            Rotation {
+                max_size: 0,
+                max_files: 5,
+            },
+        )
+        .unwrap();
+        w.record(Stream::Stdout, &vec![b'x'; MAX_RECORD * 2 + 5], false);
+        let content = std::fs::read_to_string(&path).unwrap();
+        let tags: Vec<&str> = content.lines().map(|l| l.split(' ').nth(2).unwrap()).collect();
+        assert_eq!(tags, ["P", "P", "F"]);
+        assert_eq!(parse(&content)[0].text.len(), MAX_RECORD * 2 + 5);
+
+        let w = LogWriter::with_rotation(
+            dir.path().join("d/0.log"),
+            Rotation {
+                max_size: 100,
+                max_files: 3,
+            },
+        )
+        .unwrap();
+        // Old rotated files with distinct names: only the newest max_files - 1 stay.
+        for old in [
+            "0.log.20200101-000000",
+            "0.log.20200101-000001",
+            "0.log.20200101-000002",
+        ] {
+            std::fs::write(dir.path().join("d").join(old), "x").unwrap();
+        }
+        w.line(Stream::Stdout, &"y".repeat(200));
+        let mut names: Vec<String> = std::fs::read_dir(dir.path().join("d"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names.len(), 3, "{names:?}");
+        assert_eq!(names[0], "0.log");
+        assert_eq!(names[1], "0.log.20200101-000002");
+        assert!(names[2].starts_with("0.log.20") && names[2].len() == "0.log.20261125-101010".len());
+        assert_eq!(std::fs::metadata(dir.path().join("d/0.log")).unwrap().len(), 0);
     }
 }

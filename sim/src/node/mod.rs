@@ -10,7 +10,9 @@
 //!   `process.rs`); Spark driver pods run a fake Spark driver (`spark_driver.rs`) that creates
 //!   executors as Spark does (`spark_executor.rs`).
 //! - Logs are CRI-format files under `<data-dir>/nodes/<node>/var/log/pods` (`logs.rs`), the
-//!   runtime is served over CRI on `<data-dir>/nodes/<node>/cri.sock` (`cri.rs`).
+//!   runtime is served over CRI on `<data-dir>/nodes/<node>/run/containerd/containerd.sock` (`cri.rs`).
+//! - Pods whose image is a local image (`local_images.rs`) run a real process in its own mount,
+//!   UTS and PID namespaces (`sandbox.rs`), with probes (`probes.rs`).
 //! - Finished pods can be garbage-collected at once (`pod_gc.rs`).
 //!
 //! Everything follows one change feed of the store (`hub.rs`); nothing polls per pod.
@@ -24,17 +26,20 @@ mod expand;
 mod failures;
 mod hub;
 mod kubelet;
+pub mod local_images;
 pub mod logs;
 mod placement;
 mod pod_gc;
 mod pod_status;
 mod pod_view;
 mod pod_worker;
+mod probes;
 mod process;
 pub mod quantity;
 mod refs;
 mod registration;
 pub mod runtime;
+pub mod sandbox;
 mod scheduler;
 pub mod script;
 pub mod spark_conf;
@@ -50,6 +55,7 @@ use tokio::task::JoinHandle;
 
 pub use allocation::AllocationStats;
 pub use config::{KubeletConfig, LifecycleConfig, NodeSpec, NodesConfig, PodGc, PodGcParseError, Taint};
+pub use local_images::{LocalImage, LocalImageParseError};
 
 use crate::status::ApiError;
 use crate::store::Store;
@@ -150,9 +156,9 @@ impl NodeHandle {
         &self.root
     }
 
-    /// The node's CRI `RuntimeService` socket.
+    /// The node's CRI `RuntimeService` socket, where containerd has it.
     pub fn cri_socket(&self) -> PathBuf {
-        self.root.join("cri.sock")
+        kubelet::cri_socket_path(&self.root)
     }
 
     /// The node's `/var/log/pods`.

@@ -70,22 +70,23 @@ pub(crate) struct ContainerView<'a> {
     pub state: &'a CState,
     pub last: Option<&'a TermInfo>,
     pub restart_count: u32,
+    pub ready: bool,
+    pub started: bool,
     pub container_id: Option<&'a str>,
     pub image_ref: Option<String>,
 }
 
 pub(crate) fn container_status(c: &ContainerView<'_>) -> Value {
-    let running = matches!(c.state, CState::Running { .. });
     let created = c.container_id.is_some();
     let mut v = json!({
         "name": c.name,
         "state": c.state.to_json(),
         "lastState": c.last.map(|t| json!({ "terminated": term_json(t) })).unwrap_or_else(|| json!({})),
-        "ready": running,
+        "ready": c.ready,
         "restartCount": c.restart_count,
         "image": if created { super::runtime::normalize_image(c.image) } else { c.image.to_string() },
         "imageID": c.image_ref.clone().unwrap_or_default(),
-        "started": running,
+        "started": c.started,
     });
     if let Some(id) = c.container_id {
         v["containerID"] = json!(format!("containerd://{id}"));

@@ -35,6 +35,12 @@ pub(crate) enum WorkerMsg {
     Evict { message: String },
     /// The Spark driver told this executor to shut down.
     DriverShutdown,
+    /// A process container's prober reports.
+    Probe {
+        idx: usize,
+        attempt: u32,
+        event: super::probes::ProbeEvent,
+    },
 }
 
 /// What every worker of a node shares.
@@ -43,6 +49,8 @@ pub(crate) struct WorkerCtx {
     pub store: Store,
     pub node: String,
     pub node_root: PathBuf,
+    /// The sim's data directory, hidden from process containers.
+    pub data_dir: PathBuf,
     pub host_ip: String,
     pub runtime: Arc<Runtime>,
     pub recorder: Recorder,
@@ -79,12 +87,22 @@ pub(crate) struct Ctr {
     /// The last warning recorded for this container, so a waiting container is not reported
     /// again on every retry.
     pub reported: Option<String>,
+    /// A local image's executable: the container runs a real process.
+    pub local: Option<PathBuf>,
+    /// The readiness probe's result (true without a readiness probe while running).
+    pub ready: bool,
+    /// The startup probe succeeded (true without one while running).
+    pub started: bool,
+    pub prober: Option<tokio::task::AbortHandle>,
+    /// A probe failure is killing the container: SIGKILL at this time if it still runs.
+    pub kill_at: Option<Instant>,
 }
 
 impl Ctr {
     fn new(spec: &Value, init: bool, pod: &Value, config: &KubeletConfig) -> Self {
         let name = spec.get("name").and_then(Value::as_str).unwrap_or("").to_string();
         let image = spec.get("image").and_then(Value::as_str).unwrap_or("").to_string();
+        let local = super::local_images::lookup(&config.local_images, &image).map(PathBuf::from);
         let sidecar = init && spec.get("restartPolicy").and_then(Value::as_str) == Some("Always");
         Self {
             name,
@@ -105,11 +123,35 @@ impl Ctr {
             pull_backoff: config.image_pull_backoff,
             crash_backoff: None,
             reported: None,
+            local,
+            ready: false,
+            started: false,
+            prober: None,
+            kill_at: None,
         }
     }
 
     pub fn running(&self) -> bool {
         matches!(self.state, CState::Running { .. })
+    }
+
+    /// Ready as the status reports it: running and its readiness probe (if any) succeeded.
+    pub fn is_ready(&self) -> bool {
+        self.running() && self.ready
+    }
+
+    pub fn has_readiness(&self) -> bool {
+        self.spec.get("readinessProbe").is_some()
+    }
+
+    pub fn has_startup(&self) -> bool {
+        self.spec.get("startupProbe").is_some()
+    }
+
+    pub(crate) fn stop_prober(&mut self) {
+        if let Some(p) = self.prober.take() {
+            p.abort();
+        }
     }
 
     fn exit_code(&self) -> Option<i32> {
@@ -149,6 +191,8 @@ pub(crate) struct Worker {
     gone: bool,
     pub(crate) dirty: bool,
     retry_write: Option<Instant>,
+    /// Events decided where nothing can be awaited (probe results), recorded on the next step.
+    pending_events: Vec<(Option<String>, &'static str, &'static str, String)>,
 }
 
 impl Worker {
@@ -202,6 +246,7 @@ impl Worker {
             gone: false,
             dirty: true,
             retry_write: None,
+            pending_events: Vec::new(),
         };
         (worker, tx)
     }
@@ -267,6 +312,9 @@ impl Worker {
             }
         };
         add(self.terminating.as_ref().map(|t| t.deadline));
+        for c in &self.ctrs {
+            add(c.kill_at);
+        }
         add(self.sandbox_retry);
         if self.dirty {
             add(self.retry_write);
@@ -302,7 +350,8 @@ impl Worker {
             }
             WorkerMsg::DriverShutdown => {
                 for c in &self.ctrs {
-                    let executor = c.script.as_ref().is_ok_and(|s| s.program == Program::SparkExecutor);
+                    let executor =
+                        c.local.is_none() && c.script.as_ref().is_ok_and(|s| s.program == Program::SparkExecutor);
                     if let (true, Some((_, sig))) = (executor, &c.process) {
                         sig.send_if_modified(|s| {
                             let changed = *s == Signal::None;
@@ -314,12 +363,74 @@ impl Worker {
                     }
                 }
             }
+            WorkerMsg::Probe { idx, attempt, event } => {
+                if self.ctrs.get(idx).is_some_and(|c| c.attempt == attempt && c.running()) {
+                    self.probe_event(idx, event);
+                }
+            }
+        }
+    }
+
+    /// What the kubelet does with a probe's report: `Unhealthy` for a failure; readiness sets
+    /// the container's `ready`; a failed startup or liveness probe kills the container (restarted
+    /// per `restartPolicy`).
+    fn probe_event(&mut self, i: usize, event: super::probes::ProbeEvent) {
+        use super::probes::{ProbeEvent, ProbeKind};
+        let field = container_field(&self.ctrs[i]);
+        match event {
+            ProbeEvent::Failed { kind, output } => {
+                let msg = format!("{} probe failed: {output}", kind.title());
+                self.pending_events.push((Some(field), "Warning", "Unhealthy", msg));
+            }
+            ProbeEvent::Result { kind, success } => match kind {
+                ProbeKind::Readiness => {
+                    self.ctrs[i].ready = success;
+                    self.dirty = true;
+                }
+                ProbeKind::Startup if success => {
+                    self.ctrs[i].started = true;
+                    if !self.ctrs[i].has_readiness() {
+                        self.ctrs[i].ready = true;
+                    }
+                    self.dirty = true;
+                }
+                _ if success => {}
+                _ => {
+                    if self.terminating.is_some() || self.ctrs[i].kill_at.is_some() {
+                        return;
+                    }
+                    let c = &mut self.ctrs[i];
+                    let msg = format!("Container {} failed {} probe, will be restarted", c.name, kind.lower());
+                    if let Some((_, sig)) = &c.process {
+                        sig.send_replace(Signal::Term);
+                    }
+                    // The probe's own terminationGracePeriodSeconds wins over the pod's.
+                    let grace = c
+                        .spec
+                        .pointer(&format!("/{}/terminationGracePeriodSeconds", kind.field()))
+                        .and_then(Value::as_i64)
+                        .map_or_else(|| grace_of(&self.pod), |s| Duration::from_secs(s.max(0) as u64));
+                    c.kill_at = Some(Instant::now() + grace.max(MIN_GRACE));
+                    self.pending_events.push((Some(field), "Normal", "Killing", msg));
+                }
+            },
         }
     }
 
     async fn step(&mut self, now: Instant) {
+        for (field, type_, reason, msg) in std::mem::take(&mut self.pending_events) {
+            self.event(field.as_deref(), type_, reason, &msg).await;
+        }
         if self.final_phase.is_some() {
             return;
+        }
+        for i in 0..self.ctrs.len() {
+            if self.ctrs[i].kill_at.is_some_and(|t| t <= now) && self.ctrs[i].running() && self.terminating.is_none() {
+                if let Some((abort, _)) = self.ctrs[i].process.take() {
+                    abort.abort();
+                }
+                self.record_exit(i, Exit::code(137));
+            }
         }
         if self.terminating.is_none() {
             let deleting = self.gone || crate::meta::is_deleting(&self.pod);
@@ -439,6 +550,7 @@ impl Worker {
         for i in 0..self.ctrs.len() {
             let c = &mut self.ctrs[i];
             c.wake = None;
+            c.stop_prober();
             if let (true, Some((_, sig))) = (c.running(), &c.process) {
                 // An executor already told to shut down by its driver finishes that instead.
                 sig.send_if_modified(|s| {
@@ -550,6 +662,24 @@ impl Worker {
         let c = &mut self.ctrs[i];
         let Some(id) = c.id.clone() else { return };
         c.process = None;
+        c.stop_prober();
+        c.kill_at = None;
+        c.ready = false;
+        c.started = false;
+        if let Some(message) = exit.start_error {
+            // The command never ran: the runtime keeps a created container, the kubelet shows
+            // why and tries again after the back-off.
+            if let Err(e) = self.ctx.runtime.exit_container(&id, exit.code, false) {
+                tracing::debug!(error = %e, "container vanished from the runtime");
+            }
+            c.state = CState::waiting("CreateContainerError", Some(message.clone()));
+            c.wake = Some(Instant::now() + self.ctx.config.crash_loop_backoff);
+            let field = container_field(c);
+            self.pending_events
+                .push((Some(field), "Warning", "Failed", format!("Error: {message}")));
+            self.dirty = true;
+            return;
+        }
         if let Err(e) = self.ctx.runtime.exit_container(&id, exit.code, exit.oom) {
             tracing::debug!(error = %e, "container vanished from the runtime");
         }
@@ -633,7 +763,7 @@ impl Worker {
             .collect();
         let unready: Vec<String> = self.ctrs[self.n_init..]
             .iter()
-            .filter(|c| !c.running())
+            .filter(|c| !c.is_ready())
             .map(|c| c.name.clone())
             .collect();
         let sandbox_ready = self.sandbox.is_some() && !done;
@@ -686,6 +816,8 @@ impl Worker {
                 state: &state,
                 last: c.last.as_ref(),
                 restart_count: c.attempt,
+                ready: c.is_ready(),
+                started: c.running() && c.started,
                 container_id: c.id.as_deref(),
                 image_ref,
             })

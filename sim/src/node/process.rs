@@ -30,6 +30,9 @@ pub(crate) struct Exit {
     pub oom: bool,
     /// What the process wrote to its termination message path.
     pub message: Option<String>,
+    /// The container never ran its command (a process container whose namespaces or mounts
+    /// could not be set up): the kubelet shows CreateContainerError with this message.
+    pub start_error: Option<String>,
 }
 
 impl Exit {
@@ -38,6 +41,7 @@ impl Exit {
             code,
             oom: false,
             message: None,
+            start_error: None,
         }
     }
 }
@@ -76,12 +80,14 @@ impl ProcessCtx {
                 code: 137,
                 oom: true,
                 message: self.script.termination_message.clone(),
+                start_error: None,
             };
         }
         Exit {
             code: self.script.exit_code(self.restart),
             oom: false,
             message: self.script.termination_message.clone(),
+            start_error: None,
         }
     }
 
@@ -96,6 +102,7 @@ impl ProcessCtx {
             code: self.script.sigterm_exit_code,
             oom: false,
             message: self.script.termination_message.clone(),
+            start_error: None,
         }
     }
 }
