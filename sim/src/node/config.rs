@@ -118,6 +118,9 @@ pub struct KubeletConfig {
     /// How long the containers (and logs) of a deleted pod stay on the node before container
     /// GC removes them (the kubelet's GC runs every minute).
     pub container_gc_delay: Duration,
+    /// How often a running process pod's ConfigMap, Secret, projected and downward API volumes are
+    /// synced again (the kubelet's `syncFrequency`, 1 minute).
+    pub sync_frequency: Duration,
     /// Per-image script defaults.
     pub image_scripts: Vec<ImageScript>,
     /// Images that run a real process: the executable standing for each image's entrypoint.
@@ -137,6 +140,7 @@ impl Default for KubeletConfig {
             image_pull_backoff: Duration::from_secs(10),
             image_pull_backoff_max: Duration::from_secs(300),
             container_gc_delay: Duration::from_secs(60),
+            sync_frequency: Duration::from_secs(60),
             image_scripts: Vec::new(),
             local_images: Vec::new(),
             container_log_max_size: 10 * 1024 * 1024,

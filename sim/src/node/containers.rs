@@ -232,6 +232,10 @@ impl Worker {
         }
         let pod_ip = self.pod_ip.clone().unwrap_or_default();
         let spec = self.ctrs[i].spec.clone();
+        // The node cluster is shutting down: nothing starts any more.
+        let Some(shared) = self.ctx.shared.upgrade() else {
+            return;
+        };
         let prepared = super::pod_view::prepare(super::pod_view::ViewInput {
             store: &self.ctx.store,
             node_root: &self.ctx.node_root,
@@ -240,6 +244,7 @@ impl Worker {
             container: &spec,
             pod_ip: &pod_ip,
             host_ip: &self.ctx.host_ip,
+            tokens: &shared.service_account_tokens,
         });
         let view = match prepared {
             Ok(v) => v,

@@ -1,7 +1,6 @@
 //! `$(VAR)` expansion as the kubelet applies it to `env` values, `command` and `args`
 //! (Kubernetes' `third_party/forked/golang/expansion`): `$(NAME)` becomes NAME's value when NAME is
 //! defined and stays as written when it is not; `$$` is an escaped `$`; anything else is literal.
-#![allow(dead_code)] // used by the process runtime and the pod view
 
 /// Expands `input` with `lookup` (None: not defined).
 pub(crate) fn expand<'a>(input: &str, lookup: impl Fn(&str) -> Option<&'a str>) -> String {

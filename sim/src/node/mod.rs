@@ -90,7 +90,6 @@ pub(crate) struct Shared {
     /// What each running Spark driver's executor allocator has done.
     pub allocations: allocation::AllocationLog,
     /// Mints the ServiceAccount tokens of projected volumes (the kubelet's TokenRequest).
-    #[allow(dead_code)] // read by the process runtime through `pod_view::ViewInput`
     pub service_account_tokens: Arc<crate::service_account_tokens::TokenSigner>,
     kubelets: RwLock<BTreeMap<String, Arc<kubelet::Kubelet>>>,
     pub stop: watch::Sender<bool>,

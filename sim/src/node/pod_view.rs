@@ -13,7 +13,6 @@
 //! Files live where the kubelet keeps them: `<node_root>/var/lib/kubelet/pods/<uid>/`
 //! (`volumes/kubernetes.io~<plugin>/<name>`, `etc-hosts`, `etc-hostname`, `resolv.conf`,
 //! `containers/<container>/<id>`).
-#![allow(dead_code)] // wired into the kubelet by the process runtime
 
 mod atomic_writer;
 mod dns;
@@ -88,7 +87,6 @@ pub(crate) enum ViewError {
 
 impl ViewError {
     /// The container's waiting reason for this error.
-    #[allow(dead_code)]
     pub fn reason(&self) -> &'static str {
         match self {
             ViewError::Config(_) => "CreateContainerConfigError",

@@ -180,6 +180,8 @@ pub(crate) struct Worker {
     pub(crate) sandbox: Option<String>,
     pub(crate) pod_ip: Option<String>,
     sandbox_retry: Option<Instant>,
+    /// When the volumes of a pod with running process containers are synced next.
+    volume_sync: Option<Instant>,
     volume_error: Option<String>,
     start_time: String,
     conds: Vec<Cond>,
@@ -236,6 +238,7 @@ impl Worker {
             sandbox: None,
             pod_ip: None,
             sandbox_retry: None,
+            volume_sync: None,
             volume_error: None,
             start_time: now,
             conds,
@@ -316,6 +319,7 @@ impl Worker {
             add(c.kill_at);
         }
         add(self.sandbox_retry);
+        add(self.volume_sync);
         if self.dirty {
             add(self.retry_write);
         }
@@ -418,6 +422,7 @@ impl Worker {
     }
 
     async fn step(&mut self, now: Instant) {
+        self.sync_volumes(now);
         for (field, type_, reason, msg) in std::mem::take(&mut self.pending_events) {
             self.event(field.as_deref(), type_, reason, &msg).await;
         }
@@ -494,6 +499,38 @@ impl Worker {
     }
 
     /// Whether the kubelet restarts this container after it exited with `code`.
+    /// Syncs the volumes of a pod whose process containers run, every `sync_frequency`, as the
+    /// kubelet does: ConfigMap/Secret changes and renewed tokens reach the files they mount.
+    fn sync_volumes(&mut self, now: Instant) {
+        let Some(c) = self.ctrs.iter().find(|c| c.local.is_some() && c.running()) else {
+            self.volume_sync = None;
+            return;
+        };
+        let due = *self.volume_sync.get_or_insert(now + self.ctx.config.sync_frequency);
+        if due > now {
+            return;
+        }
+        self.volume_sync = Some(now + self.ctx.config.sync_frequency);
+        let Some(shared) = self.ctx.shared.upgrade() else {
+            return;
+        };
+        let pod_ip = self.pod_ip.clone().unwrap_or_default();
+        let input = super::pod_view::ViewInput {
+            store: &self.ctx.store,
+            node_root: &self.ctx.node_root,
+            node_name: &self.ctx.node,
+            pod: &self.pod,
+            container: &c.spec,
+            pod_ip: &pod_ip,
+            host_ip: &self.ctx.host_ip,
+            tokens: &shared.service_account_tokens,
+        };
+        if let Err(e) = super::pod_view::refresh_volumes(&input) {
+            // The files stay as they were; the next sync tries again.
+            tracing::warn!(pod = %self.name, namespace = %self.ns, error = %crate::error_chain::ErrorChain(&e), "volume sync failed");
+        }
+    }
+
     pub(crate) fn should_restart(&self, c: &Ctr, code: i32) -> bool {
         if self.terminating.is_some() || self.completing {
             return false;
