@@ -39,6 +39,16 @@ enum Command {
         /// Terminated-pod GC: instant, off, or a delay such as 30s.
         #[arg(long, env = "KUBE_SIM_POD_GC", default_value = "off")]
         pod_gc: kube_sim::node::PodGc,
+        /// Service cluster IPs (kube-apiserver's flag), inside 127.0.0.0/8; default 127.B.0.0/18
+        /// of a free block 127.B.0.0/16.
+        #[arg(long, env = "KUBE_SIM_SERVICE_CLUSTER_IP_RANGE")]
+        service_cluster_ip_range: Option<kube_sim::network::Ipv4Cidr>,
+        /// Pod addresses (kube-controller-manager's flag; a /24 per node); default 127.B.128.0/17.
+        #[arg(long, env = "KUBE_SIM_CLUSTER_CIDR")]
+        cluster_cidr: Option<kube_sim::network::Ipv4Cidr>,
+        /// Node InternalIPs; default 127.B.64.0/18.
+        #[arg(long, env = "KUBE_SIM_NODE_IP_RANGE")]
+        node_ip_range: Option<kube_sim::network::Ipv4Cidr>,
     },
 }
 
@@ -57,6 +67,9 @@ async fn main() -> anyhow::Result<()> {
             bookmark_interval_seconds,
             nodes,
             pod_gc,
+            service_cluster_ip_range,
+            cluster_cidr,
+            node_ip_range,
         } => {
             let mut config = SimConfig::new(data_dir);
             config.kubeconfig_path = kubeconfig;
@@ -64,6 +77,9 @@ async fn main() -> anyhow::Result<()> {
             config.bookmark_interval = Duration::from_secs(bookmark_interval_seconds.max(1));
             config.nodes = kube_sim::node::NodesConfig::with_nodes(nodes);
             config.nodes.pod_gc = pod_gc;
+            config.network.service_cluster_ip_range = service_cluster_ip_range;
+            config.network.cluster_cidr = cluster_cidr;
+            config.network.node_ip_range = node_ip_range;
             // Pods mount kube-root-ca.crt through their API-access volume; with nodes running
             // pods it must exist, as in a real cluster.
             config.root_ca_configmap |= nodes > 0;
@@ -78,6 +94,15 @@ async fn main() -> anyhow::Result<()> {
                 "kube-sim serving at {} (kubeconfig: {})",
                 sim.url(),
                 sim.kubeconfig_path().display()
+            );
+            let net = sim.network().addresses();
+            println!(
+                "network: services {}, nodes {}, pods {}, DNS {} ({})",
+                net.service_range,
+                net.node_range,
+                net.pod_range,
+                net.dns_addr(),
+                net.cluster_domain
             );
             signals.next().await?;
             tokio::select! {

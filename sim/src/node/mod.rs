@@ -24,6 +24,7 @@ mod expand;
 mod failures;
 mod hub;
 mod kubelet;
+mod kubelet_server;
 pub mod logs;
 mod placement;
 mod pod_gc;
@@ -73,6 +74,21 @@ pub enum NodeError {
     PodNotRunning(String),
     #[error("marking pod {pod} as evicted")]
     Evict { pod: String, source: Box<ApiError> },
+    #[error("no address left for node {node}: node {index} does not fit in {range}")]
+    NoAddress { node: String, index: u16, range: String },
+    #[error("starting the kubelet server of node {node}")]
+    KubeletServer {
+        node: String,
+        source: kubelet_server::KubeletServerError,
+    },
+}
+
+/// What nodes need from the sim's network: their addresses and pod ranges, and the CA that
+/// signs their kubelets' serving certificates.
+#[derive(Debug, Clone)]
+pub struct NodeNetwork {
+    pub addresses: crate::network::Addresses,
+    pub pki: crate::tls::Pki,
 }
 
 /// What every node component shares.
@@ -80,6 +96,7 @@ pub(crate) struct Shared {
     pub store: Store,
     pub data_dir: PathBuf,
     pub config: NodesConfig,
+    pub network: NodeNetwork,
     pub hub: Arc<hub::Hub>,
     /// What each running Spark driver's executor allocator has done.
     pub allocations: allocation::AllocationLog,
@@ -165,7 +182,12 @@ impl NodeHandle {
 
 impl NodeCluster {
     /// Starts the controllers and registers `config.nodes`.
-    pub async fn start(store: Store, data_dir: PathBuf, config: NodesConfig) -> Result<NodeCluster, NodeError> {
+    pub async fn start(
+        store: Store,
+        data_dir: PathBuf,
+        config: NodesConfig,
+        network: NodeNetwork,
+    ) -> Result<NodeCluster, NodeError> {
         let (sched_tx, sched_rx) = mpsc::unbounded_channel();
         let (gc_tx, gc_rx) = mpsc::unbounded_channel();
         let gc_after = match config.pod_gc {
@@ -179,6 +201,7 @@ impl NodeCluster {
             store: store.clone(),
             data_dir,
             config: config.clone(),
+            network,
             hub: hub.clone(),
             allocations: allocation::AllocationLog::default(),
             kubelets: RwLock::new(BTreeMap::new()),

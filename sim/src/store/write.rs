@@ -192,7 +192,15 @@ impl Store {
         }
         if (info.group.as_str(), info.kind.as_str()) == ("", "Service") {
             let taken = self.service_ips();
-            defaults::allocate_service_ip(&mut stored, &|ip| taken.iter().any(|t| t == ip));
+            let range = self.inner.config.service_cluster_ip_range;
+            defaults::allocate_service_ip(&mut stored, &range, &|ip| taken.iter().any(|t| t == ip)).map_err(
+                |e| match e {
+                    defaults::ClusterIpError::Invalid(cause) => {
+                        ApiError::invalid(&info.group, &info.kind, meta::name(&stored), vec![cause])
+                    }
+                    full @ defaults::ClusterIpError::RangeFull => ApiError::Internal(full.to_string()),
+                },
+            )?;
         }
 
         let mut causes = Vec::new();
