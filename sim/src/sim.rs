@@ -136,7 +136,7 @@ impl Sim {
         let addr = listener.local_addr().map_err(ServeError::LocalAddr)?;
         bootstrap(&store).await?;
         crate::network::publish_system_services(&store, &addresses, addr).await?;
-        let network = crate::network::Network::start(&store, claimed);
+        let network = crate::network::Network::start(&store, claimed).await;
         let nodes = crate::node::NodeCluster::start(
             store.clone(),
             config.data_dir.clone(),

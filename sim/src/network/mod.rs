@@ -107,13 +107,15 @@ pub(crate) async fn claim(config: &NetworkConfig) -> Result<Claimed, NetworkErro
 }
 
 impl Network {
-    /// Starts the endpoints controller, the Service proxy and the DNS server.
-    pub(crate) fn start(store: &Store, claimed: Claimed) -> Network {
+    /// Starts the endpoints controller, the Service proxy (with the listeners of the Services
+    /// already there open when it returns) and the DNS server.
+    pub(crate) async fn start(store: &Store, claimed: Claimed) -> Network {
         let Claimed { addresses, dns } = claimed;
         let (stop, _) = watch::channel(false);
+        let proxy = proxy::start(store.clone(), addresses.dns_addr(), stop.subscribe()).await;
         let tasks = vec![
             tokio::spawn(endpoints::run(store.clone(), stop.subscribe())),
-            tokio::spawn(proxy::run(store.clone(), addresses.dns_addr(), stop.subscribe())),
+            tokio::spawn(proxy),
             tokio::spawn(dns::serve(store.clone(), addresses.clone(), dns, stop.subscribe())),
         ];
         Network { addresses, stop, tasks }

@@ -42,30 +42,39 @@ struct Proxy {
     stop: watch::Receiver<bool>,
 }
 
-pub(crate) async fn run(store: Store, dns_addr: SocketAddr, stop: watch::Receiver<bool>) {
+/// Opens the listeners of the Services in the store now, then follows changes in the returned
+/// future (so the `kubernetes` Service answers as soon as the sim has started).
+pub(crate) async fn start(
+    store: Store,
+    dns_addr: SocketAddr,
+    stop: watch::Receiver<bool>,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
     let mut p = Proxy {
         dns_addr,
         backends: Arc::default(),
         listeners: HashMap::new(),
         stop: stop.clone(),
     };
-    let mut stop = stop;
-    let mut feed = store.changes(p.resync(&store).await);
-    loop {
-        tokio::select! {
-            biased;
-            _ = stop.changed() => break,
-            change = feed.next() => match change {
-                Ok(change) => p.observe(&change).await,
-                Err(ApiError::Expired(_)) => feed = store.changes(p.resync(&store).await),
-                Err(_) => break,
-            },
+    let rv = p.resync(&store).await;
+    async move {
+        let mut stop = stop;
+        let mut feed = store.changes(rv);
+        loop {
+            tokio::select! {
+                biased;
+                _ = stop.changed() => break,
+                change = feed.next() => match change {
+                    Ok(change) => p.observe(&change).await,
+                    Err(ApiError::Expired(_)) => feed = store.changes(p.resync(&store).await),
+                    Err(_) => break,
+                },
+            }
         }
-    }
-    // Close every listener before returning, so a finished shutdown leaves none behind.
-    for (_, l) in p.listeners.drain() {
-        l.task.abort();
-        let _ = l.task.await;
+        // Close every listener before returning, so a finished shutdown leaves none behind.
+        for (_, l) in p.listeners.drain() {
+            l.task.abort();
+            let _ = l.task.await;
+        }
     }
 }
 
