@@ -187,7 +187,7 @@ async fn configured_ranges_are_used() {
     // A second sim on the same ranges cannot have them.
     let dir2 = tempfile::tempdir().unwrap();
     let mut clash = SimConfig::new(dir2.path().join("data"));
-    clash.network.service_cluster_ip_range = Some(format!("127.{b}.250.0/24").parse().unwrap());
+    clash.network = sim.network().config();
     let err = Sim::start(clash).await.err().expect("the DNS address is taken");
     assert!(
         kube_sim::error_chain::ErrorChain(&err).to_string().contains("in use"),

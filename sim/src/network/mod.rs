@@ -139,6 +139,16 @@ impl Network {
         &self.addresses.cluster_domain
     }
 
+    /// A configuration naming exactly this plan's ranges.
+    pub fn config(&self) -> NetworkConfig {
+        NetworkConfig {
+            service_cluster_ip_range: Some(self.addresses.service_range),
+            cluster_cidr: Some(self.addresses.pod_range),
+            node_ip_range: Some(self.addresses.node_range),
+            cluster_domain: self.addresses.cluster_domain.clone(),
+        }
+    }
+
     /// Stops everything and waits until every listener is closed.
     pub async fn shutdown(&mut self) {
         self.stop.send_replace(true);
