@@ -253,9 +253,7 @@ pub fn allocate_service_ip(
             )));
         };
         // The network and broadcast addresses are not part of the allocator's range.
-        let usable = range
-            .offset_of(parsed)
-            .is_some_and(|o| o != 0 && o != range.size() - 1);
+        let usable = range.offset_of(parsed).is_some_and(|o| o != 0 && o != range.size() - 1);
         if !usable {
             return Err(invalid(format!(
                 "failed to allocate IP {requested}: the provided IP ({requested}) is not in the valid range. The range of valid IPs is {range}"
@@ -394,7 +392,9 @@ mod tests {
             r#"spec.clusterIPs: Invalid value: []string{"10.96.0.5"}: failed to allocate IP 10.96.0.5: the provided IP (10.96.0.5) is not in the valid range. The range of valid IPs is 127.9.0.0/18"#
         );
         assert!(message("127.9.0.0", false).contains("not in the valid range"));
-        assert!(message("x", false).starts_with("spec.clusterIPs[0]: Invalid value: \"x\": must be a valid IP address"));
+        assert!(
+            message("x", false).starts_with("spec.clusterIPs[0]: Invalid value: \"x\": must be a valid IP address")
+        );
         let mut headless = svc("None");
         allocate_service_ip(&mut headless, &range, &|_| true).unwrap();
         assert_eq!(headless["spec"]["clusterIPs"], json!(["None"]));
@@ -404,7 +404,10 @@ mod tests {
     fn a_full_range_is_reported() {
         let range: crate::network::Ipv4Cidr = "127.9.0.0/30".parse().unwrap();
         let mut s = json!({ "spec": { "ports": [{ "port": 80 }] } });
-        assert_eq!(allocate_service_ip(&mut s, &range, &|_| true), Err(ClusterIpError::RangeFull));
+        assert_eq!(
+            allocate_service_ip(&mut s, &range, &|_| true),
+            Err(ClusterIpError::RangeFull)
+        );
         let mut s = json!({ "spec": { "ports": [{ "port": 80 }] } });
         allocate_service_ip(&mut s, &range, &|ip| ip == "127.9.0.1").unwrap();
         assert_eq!(s["spec"]["clusterIP"], "127.9.0.2");

@@ -220,7 +220,10 @@ impl Pki {
         common_name: &str,
         sans: &[String],
     ) -> Result<(CertificateDer<'static>, Vec<u8>), TlsError> {
-        let gen_err = |source| TlsError::Generate { what: "serving", source };
+        let gen_err = |source| TlsError::Generate {
+            what: "serving",
+            source,
+        };
         let ca_key = KeyPair::from_pem(&self.ca_key_pem).map_err(gen_err)?;
         // The issuer is the CA's name and key; the same parameters as in `generate`.
         let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(gen_err)?;
@@ -237,7 +240,10 @@ impl Pki {
 
     /// A rustls server configuration (HTTP/2 and HTTP/1.1, no client certificates) for a
     /// certificate from [`Pki::issue_serving_cert`].
-    pub fn plain_server_config(cert: CertificateDer<'static>, key: Vec<u8>) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+    pub fn plain_server_config(
+        cert: CertificateDer<'static>,
+        key: Vec<u8>,
+    ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key));
         let mut config = rustls::ServerConfig::builder_with_provider(provider)
@@ -313,8 +319,14 @@ mod tests {
         let (cert, key) = pki
             .issue_serving_cert("sim-node-1", &["sim-node-1".into(), "127.5.64.1".into()])
             .unwrap();
-        verifier.verify_server_cert(&cert, &[], &name("127.5.64.1"), &[], now).unwrap();
-        assert!(verifier.verify_server_cert(&cert, &[], &name("127.5.64.2"), &[], now).is_err());
+        verifier
+            .verify_server_cert(&cert, &[], &name("127.5.64.1"), &[], now)
+            .unwrap();
+        assert!(
+            verifier
+                .verify_server_cert(&cert, &[], &name("127.5.64.2"), &[], now)
+                .is_err()
+        );
         Pki::plain_server_config(cert, key).unwrap();
     }
 

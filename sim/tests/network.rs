@@ -92,7 +92,10 @@ async fn https_get(sim: &Sim, addr: SocketAddr, path: &str) -> (u16, String) {
     use http_body_util::BodyExt;
     let tcp = TcpStream::connect(addr).await.unwrap();
     let name = rustls_pki_types::ServerName::IpAddress(addr.ip().into());
-    let tls = tls_client(sim).connect(name, tcp).await.expect("TLS handshake, certificate valid for the IP");
+    let tls = tls_client(sim)
+        .connect(name, tcp)
+        .await
+        .expect("TLS handshake, certificate valid for the IP");
     let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
         .await
         .unwrap();
@@ -121,7 +124,10 @@ async fn each_sim_has_its_own_loopback_ranges_and_system_services() {
         assert_eq!(n.cluster_domain, "cluster.local");
     }
     assert_eq!(a.network().kubernetes_service_ip(), na.service_range.nth(1).unwrap());
-    assert_eq!(a.network().dns_addr(), SocketAddr::new(na.service_range.nth(10).unwrap().into(), 53));
+    assert_eq!(
+        a.network().dns_addr(),
+        SocketAddr::new(na.service_range.nth(10).unwrap().into(), 53)
+    );
 
     let store = a.store();
     let k = store.get(&gvr("services"), "default", "kubernetes").unwrap();
@@ -130,7 +136,10 @@ async fn each_sim_has_its_own_loopback_ranges_and_system_services() {
     assert_eq!(k["spec"]["ports"][0]["targetPort"], a.addr().port());
     let ke = store.get(&gvr("endpoints"), "default", "kubernetes").unwrap();
     assert_eq!(ke["subsets"][0]["addresses"][0]["ip"], "127.0.0.1");
-    assert_eq!(ke["subsets"][0]["ports"][0], json!({ "name": "https", "port": a.addr().port(), "protocol": "TCP" }));
+    assert_eq!(
+        ke["subsets"][0]["ports"][0],
+        json!({ "name": "https", "port": a.addr().port(), "protocol": "TCP" })
+    );
 
     let dns = store.get(&gvr("services"), "kube-system", "kube-dns").unwrap();
     assert_eq!(dns["spec"]["clusterIP"], na.dns_ip().to_string());
@@ -139,18 +148,30 @@ async fn each_sim_has_its_own_loopback_ranges_and_system_services() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|p| (p["name"].as_str().unwrap().into(), p["protocol"].as_str().unwrap().into()))
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap().into(),
+                p["protocol"].as_str().unwrap().into(),
+            )
+        })
         .collect();
     assert_eq!(ports, [("dns".into(), "UDP".into()), ("dns-tcp".into(), "TCP".into())]);
 
     // Nodes: InternalIPs from the node range, /24s of the cluster CIDR, the kubelet port.
     for (i, name) in ["sim-node-1", "sim-node-2"].iter().enumerate() {
         let node = store.get(&gvr("nodes"), "", name).unwrap();
-        let ip: Ipv4Addr = node["status"]["addresses"][0]["address"].as_str().unwrap().parse().unwrap();
+        let ip: Ipv4Addr = node["status"]["addresses"][0]["address"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
         assert_eq!(node["status"]["addresses"][0]["type"], "InternalIP");
         assert_eq!(Some(ip), na.node_ip(i as u16 + 1));
         assert!(na.node_range.contains(ip));
-        assert_eq!(node["spec"]["podCIDR"], na.node_pod_cidr(i as u16 + 1).unwrap().to_string());
+        assert_eq!(
+            node["spec"]["podCIDR"],
+            na.node_pod_cidr(i as u16 + 1).unwrap().to_string()
+        );
         assert_eq!(node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"], 10250);
     }
 
@@ -213,7 +234,15 @@ async fn cluster_ips_are_allocated_from_the_service_range() {
     let pp = kube::api::PostParams::default();
 
     let auto = api.create(&pp, &svc("auto", None)).await.unwrap();
-    let auto_ip: Ipv4Addr = auto.spec.as_ref().unwrap().cluster_ip.as_deref().unwrap().parse().unwrap();
+    let auto_ip: Ipv4Addr = auto
+        .spec
+        .as_ref()
+        .unwrap()
+        .cluster_ip
+        .as_deref()
+        .unwrap()
+        .parse()
+        .unwrap();
     assert!(range.contains(auto_ip), "{auto_ip} in {range}");
     assert_eq!(auto.spec.as_ref().unwrap().cluster_ips, Some(vec![auto_ip.to_string()]));
 
@@ -235,7 +264,11 @@ async fn cluster_ips_are_allocated_from_the_service_range() {
             )
         )
     );
-    let outside = message(api.create(&pp, &svc("outside", Some("10.96.0.50".into()))).await.unwrap_err());
+    let outside = message(
+        api.create(&pp, &svc("outside", Some("10.96.0.50".into())))
+            .await
+            .unwrap_err(),
+    );
     assert_eq!(
         outside,
         (
@@ -264,12 +297,24 @@ async fn the_endpoints_controller_follows_pods_and_services() {
     let (sim, _dir) = with_nodes(1).await;
     let store = sim.store().clone();
     let node_name = "sim-node-1";
-    create(&store, "pods", "default", pod("web-1", json!({ "app": "web" }), json!({}))).await;
+    create(
+        &store,
+        "pods",
+        "default",
+        pod("web-1", json!({ "app": "web" }), json!({})),
+    )
+    .await;
     // No container port named http: left out of the named port's subset.
     let mut unnamed = pod("web-2", json!({ "app": "web" }), json!({}));
     unnamed["spec"]["containers"][0]["ports"] = json!([{ "containerPort": 9090 }]);
     create(&store, "pods", "default", unnamed).await;
-    create(&store, "pods", "default", pod("other", json!({ "app": "other" }), json!({}))).await;
+    create(
+        &store,
+        "pods",
+        "default",
+        pod("other", json!({ "app": "other" }), json!({})),
+    )
+    .await;
     let ip1 = until("web-1 ready", || ready_ip(&store, "web-1")).await;
     let ip2 = until("web-2 ready", || ready_ip(&store, "web-2")).await;
 
@@ -292,16 +337,30 @@ async fn the_endpoints_controller_follows_pods_and_services() {
     })
     .await;
     let subsets = ep["subsets"].as_array().unwrap();
-    let http = subsets.iter().find(|s| s["ports"][0]["name"] == "http").expect("http subset");
-    assert_eq!(http["ports"], json!([{ "name": "http", "port": 8080, "protocol": "TCP" }]));
+    let http = subsets
+        .iter()
+        .find(|s| s["ports"][0]["name"] == "http")
+        .expect("http subset");
+    assert_eq!(
+        http["ports"],
+        json!([{ "name": "http", "port": 8080, "protocol": "TCP" }])
+    );
     assert_eq!(http["addresses"].as_array().unwrap().len(), 1, "{ep}");
     let a = &http["addresses"][0];
     assert_eq!(a["ip"], ip1.as_str());
     assert_eq!(a["nodeName"], node_name);
     assert_eq!(a["targetRef"]["kind"], "Pod");
     assert_eq!(a["targetRef"]["name"], "web-1");
-    let raw = subsets.iter().find(|s| s["ports"][0]["name"] == "raw").expect("raw subset");
-    let mut raw_ips: Vec<&str> = raw["addresses"].as_array().unwrap().iter().map(|a| a["ip"].as_str().unwrap()).collect();
+    let raw = subsets
+        .iter()
+        .find(|s| s["ports"][0]["name"] == "raw")
+        .expect("raw subset");
+    let mut raw_ips: Vec<&str> = raw["addresses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["ip"].as_str().unwrap())
+        .collect();
     raw_ips.sort();
     let mut expected = vec![ip1.as_str(), ip2.as_str()];
     expected.sort();
@@ -320,7 +379,13 @@ async fn the_endpoints_controller_follows_pods_and_services() {
 
     // Endpoints of a Service without a selector are never touched; deleting a Service deletes
     // its Endpoints (as the real controller does).
-    create(&store, "services", "default", service("manual", json!({ "ports": [{ "port": 80 }] }))).await;
+    create(
+        &store,
+        "services",
+        "default",
+        service("manual", json!({ "ports": [{ "port": 80 }] })),
+    )
+    .await;
     let manual = json!({ "apiVersion": "v1", "kind": "Endpoints", "metadata": { "name": "manual" },
         "subsets": [{ "addresses": [{ "ip": "127.0.0.2" }], "ports": [{ "port": 81 }] }] });
     create(&store, "endpoints", "default", manual).await;
@@ -382,7 +447,16 @@ async fn the_service_proxy_serves_cluster_ips() {
     let t1 = backend(b1, "b1").await;
     let t2 = backend(b2, "b2").await;
 
-    let svc = create(&store, "services", "default", service("echo", json!({ "ports": [{ "name": "tcp", "port": 80, "targetPort": 7000 }] }))).await;
+    let svc = create(
+        &store,
+        "services",
+        "default",
+        service(
+            "echo",
+            json!({ "ports": [{ "name": "tcp", "port": 80, "targetPort": 7000 }] }),
+        ),
+    )
+    .await;
     let ip: IpAddr = svc["spec"]["clusterIP"].as_str().unwrap().parse().unwrap();
     let front = SocketAddr::new(ip, 80);
 
@@ -403,14 +477,21 @@ async fn the_service_proxy_serves_cluster_ips() {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    assert_eq!(seen.into_iter().collect::<Vec<_>>(), ["b1", "b2"], "round robin over both endpoints");
+    assert_eq!(
+        seen.into_iter().collect::<Vec<_>>(),
+        ["b1", "b2"],
+        "round robin over both endpoints"
+    );
 
     // The listener goes with the Service.
     store
         .delete(&gvr("services"), "default", "echo", &DeleteOptions::default())
         .await
         .unwrap();
-    until("the listener closed", || std::net::TcpStream::connect(front).is_err().then_some(())).await;
+    until("the listener closed", || {
+        std::net::TcpStream::connect(front).is_err().then_some(())
+    })
+    .await;
     t1.abort();
     t2.abort();
     sim.shutdown().await;
@@ -468,7 +549,10 @@ fn parse_answer(msg: &[u8]) -> (u8, Vec<Ipv4Addr>, Vec<(u16, String)>) {
         let data = p + 10;
         match rtype {
             1 => a.push(Ipv4Addr::new(msg[data], msg[data + 1], msg[data + 2], msg[data + 3])),
-            33 => srv.push((u16::from_be_bytes([msg[data + 4], msg[data + 5]]), read_name(msg, data + 6).0)),
+            33 => srv.push((
+                u16::from_be_bytes([msg[data + 4], msg[data + 5]]),
+                read_name(msg, data + 6).0,
+            )),
             _ => {}
         }
         pos = data + len;
@@ -493,13 +577,20 @@ async fn cluster_dns_answers_as_the_kubernetes_dns_spec() {
     assert_eq!(dig(dns, "example.com", 1).await.0, 3);
     // SRV for a named port.
     let (rcode, _, srv) = dig(dns, "_https._tcp.kubernetes.default.svc.cluster.local", 33).await;
-    assert_eq!((rcode, srv), (0, vec![(443, "kubernetes.default.svc.cluster.local".to_string())]));
+    assert_eq!(
+        (rcode, srv),
+        (0, vec![(443, "kubernetes.default.svc.cluster.local".to_string())])
+    );
     // Pod records.
     let (rcode, a, _) = dig(dns, "127-1-2-3.default.pod.cluster.local", 1).await;
     assert_eq!((rcode, a), (0, vec![Ipv4Addr::new(127, 1, 2, 3)]));
 
     // A headless Service: its ready endpoints, by name and by hostname.
-    let mut p = pod("db-0", json!({ "app": "db" }), json!({ "hostname": "db-0", "subdomain": "db" }));
+    let mut p = pod(
+        "db-0",
+        json!({ "app": "db" }),
+        json!({ "hostname": "db-0", "subdomain": "db" }),
+    );
     p["spec"]["containers"][0]["ports"] = json!([{ "name": "pg", "containerPort": 5432 }]);
     create(&store, "pods", "default", p).await;
     let ip: Ipv4Addr = until("db-0 ready", || ready_ip(&store, "db-0")).await.parse().unwrap();
@@ -520,7 +611,10 @@ async fn cluster_dns_answers_as_the_kubernetes_dns_spec() {
     let (rcode, a, _) = dig(dns, "db-0.db.default.svc.cluster.local", 1).await;
     assert_eq!((rcode, a), (0, vec![ip]));
     let (rcode, _, srv) = dig(dns, "_pg._tcp.db.default.svc.cluster.local", 33).await;
-    assert_eq!((rcode, srv), (0, vec![(5432, "db-0.db.default.svc.cluster.local".to_string())]));
+    assert_eq!(
+        (rcode, srv),
+        (0, vec![(5432, "db-0.db.default.svc.cluster.local".to_string())])
+    );
 
     // Over TCP too.
     let mut q = vec![0xab, 0xcd, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
@@ -553,11 +647,7 @@ fn getent(resolv: &std::path::Path, name: &str) -> Result<String, String> {
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
-        Err(format!(
-            "{}: {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        ))
+        Err(format!("{}: {}", out.status, String::from_utf8_lossy(&out.stderr)))
     }
 }
 
@@ -615,7 +705,13 @@ async fn glibc_resolves_through_the_cluster_dns() {
 async fn each_node_serves_the_kubelet_api() {
     let (sim, _dir) = with_nodes(2).await;
     let store = sim.store().clone();
-    create(&store, "pods", "default", pod("talker", json!({}), json!({ "nodeName": "sim-node-2" }))).await;
+    create(
+        &store,
+        "pods",
+        "default",
+        pod("talker", json!({}), json!({ "nodeName": "sim-node-2" })),
+    )
+    .await;
     until("talker ready", || ready_ip(&store, "talker")).await;
     let node2 = SocketAddr::new(sim.network().addresses().node_ip(2).unwrap().into(), 10250);
     let node1 = SocketAddr::new(sim.network().addresses().node_ip(1).unwrap().into(), 10250);
@@ -625,7 +721,12 @@ async fn each_node_serves_the_kubelet_api() {
     assert_eq!(code, 200);
     let list: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(list["kind"], "PodList");
-    let names: Vec<&str> = list["items"].as_array().unwrap().iter().map(|p| p["metadata"]["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["metadata"]["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["talker"]);
     let (_, body1) = https_get(&sim, node1, "/pods").await;
     let list1: Value = serde_json::from_str(&body1).unwrap();
@@ -642,7 +743,10 @@ async fn each_node_serves_the_kubelet_api() {
     }
     assert_eq!(text, "hello from talker\n");
     let (code, body) = https_get(&sim, node2, "/containerLogs/default/talker/nope").await;
-    assert_eq!((code, body.as_str()), (404, "container \"nope\" not found in pod \"talker\"\n"));
+    assert_eq!(
+        (code, body.as_str()),
+        (404, "container \"nope\" not found in pod \"talker\"\n")
+    );
     let (code, _) = https_get(&sim, node1, "/containerLogs/default/talker/main").await;
     assert_eq!(code, 404, "the pod is not on node 1");
     sim.shutdown().await;
@@ -652,7 +756,13 @@ async fn each_node_serves_the_kubelet_api() {
 async fn shutdown_leaves_no_listener_behind() {
     let (sim, _dir) = with_nodes(1).await;
     let store = sim.store().clone();
-    let svc = create(&store, "services", "default", service("held", json!({ "ports": [{ "port": 8080 }] }))).await;
+    let svc = create(
+        &store,
+        "services",
+        "default",
+        service("held", json!({ "ports": [{ "port": 8080 }] })),
+    )
+    .await;
     let svc_addr = SocketAddr::new(svc["spec"]["clusterIP"].as_str().unwrap().parse().unwrap(), 8080);
     until("the proxy listener", || std::net::TcpStream::connect(svc_addr).ok()).await;
     let dns = sim.network().dns_addr();

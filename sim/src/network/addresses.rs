@@ -138,10 +138,12 @@ pub(crate) async fn claim(config: &NetworkConfig) -> Result<(Addresses, DnsSocke
     if let Some(range) = config.service_cluster_ip_range {
         let plan = block(range.base().octets()[1], config);
         validate(&plan)?;
-        let sockets = bind_dns(plan.dns_addr()).await.map_err(|source| NetworkError::BindDns {
-            addr: plan.dns_addr(),
-            source,
-        })?;
+        let sockets = bind_dns(plan.dns_addr())
+            .await
+            .map_err(|source| NetworkError::BindDns {
+                addr: plan.dns_addr(),
+                source,
+            })?;
         return Ok((plan, sockets));
     }
     let start = uuid::Uuid::new_v4().as_bytes()[0];
@@ -161,7 +163,9 @@ pub(crate) async fn claim(config: &NetworkConfig) -> Result<(Addresses, DnsSocke
             }
         }
     }
-    Err(NetworkError::NoFreeBlock(last_err.map(|e| e.to_string()).unwrap_or_default()))
+    Err(NetworkError::NoFreeBlock(
+        last_err.map(|e| e.to_string()).unwrap_or_default(),
+    ))
 }
 
 async fn bind_dns(addr: SocketAddr) -> std::io::Result<DnsSockets> {
@@ -191,14 +195,20 @@ mod tests {
 
     #[test]
     fn bad_plans_are_refused() {
-        let mut c = NetworkConfig::default();
-        c.cluster_cidr = Some("127.7.0.0/16".parse().unwrap());
+        let c = NetworkConfig {
+            cluster_cidr: Some("127.7.0.0/16".parse().unwrap()),
+            ..NetworkConfig::default()
+        };
         assert!(validate(&block(7, &c)).unwrap_err().to_string().contains("overlaps"));
-        let mut c = NetworkConfig::default();
-        c.node_ip_range = Some("10.0.0.0/16".parse().unwrap());
+        let c = NetworkConfig {
+            node_ip_range: Some("10.0.0.0/16".parse().unwrap()),
+            ..NetworkConfig::default()
+        };
         assert!(validate(&block(7, &c)).unwrap_err().to_string().contains("127.0.0.0/8"));
-        let mut c = NetworkConfig::default();
-        c.node_ip_range = Some("127.0.0.0/16".parse().unwrap());
+        let c = NetworkConfig {
+            node_ip_range: Some("127.0.0.0/16".parse().unwrap()),
+            ..NetworkConfig::default()
+        };
         assert!(validate(&block(7, &c)).unwrap_err().to_string().contains("127.0.0.1"));
     }
 }

@@ -82,7 +82,11 @@ impl Ipv4Cidr {
 }
 
 fn mask(prefix: u8) -> u32 {
-    if prefix == 0 { 0 } else { u32::MAX << (32 - u32::from(prefix)) }
+    if prefix == 0 {
+        0
+    } else {
+        u32::MAX << (32 - u32::from(prefix))
+    }
 }
 
 impl fmt::Display for Ipv4Cidr {
@@ -127,7 +131,10 @@ mod tests {
         assert!(c.contains(Ipv4Addr::new(127, 7, 255, 255)));
         assert!(!c.contains(Ipv4Addr::new(127, 7, 127, 255)));
         assert_eq!(c.offset_of(Ipv4Addr::new(127, 7, 129, 3)), Some(259));
-        assert!(matches!("127.7.1.0/16".parse::<Ipv4Cidr>(), Err(CidrError::HostBits(..))));
+        assert!(matches!(
+            "127.7.1.0/16".parse::<Ipv4Cidr>(),
+            Err(CidrError::HostBits(..))
+        ));
         assert!("127.7.0.0".parse::<Ipv4Cidr>().is_err());
         assert!("127.7.0.0/33".parse::<Ipv4Cidr>().is_err());
         let s: Ipv4Cidr = "127.7.0.0/18".parse().unwrap();

@@ -27,6 +27,8 @@ const FIRST_RETRY: Duration = Duration::from_millis(20);
 const MAX_RETRY: Duration = Duration::from_secs(10);
 
 type Key = (String, String);
+/// A subset being built: its addresses and its ports.
+type Group = (Vec<Value>, Vec<Value>);
 
 fn key_of(resource: &str) -> ResourceKey {
     ResourceKey {
@@ -134,7 +136,9 @@ impl Controller {
                 }
             }
             "pods" => {
-                let Some(services) = self.selectors.get(&ns) else { return };
+                let Some(services) = self.selectors.get(&ns) else {
+                    return;
+                };
                 let labels = |o: &Value| o.pointer("/metadata/labels").and_then(Value::as_object).cloned();
                 let now = labels(obj);
                 let before = change.previous.as_deref().and_then(labels);
@@ -148,10 +152,8 @@ impl Controller {
                 }
             }
             // Someone else edited or deleted Endpoints this controller owns: put them back.
-            "endpoints" => {
-                if self.selectors.get(&ns).is_some_and(|m| m.contains_key(&name)) {
-                    self.enqueue((ns, name));
-                }
+            "endpoints" if self.selectors.get(&ns).is_some_and(|m| m.contains_key(&name)) => {
+                self.enqueue((ns, name));
             }
             _ => {}
         }
@@ -196,10 +198,7 @@ fn matches(selector: &Map<String, Value>, labels: Option<&Map<String, Value>>) -
 async fn sync(store: &Store, ns: &str, name: &str) -> Result<(), ApiError> {
     let endpoints_gvr = Gvr::new("", "v1", "endpoints");
     let Some(service) = store.get_stored(&key_of("services"), ns, name) else {
-        return match store
-            .delete(&endpoints_gvr, ns, name, &DeleteOptions::default())
-            .await
-        {
+        return match store.delete(&endpoints_gvr, ns, name, &DeleteOptions::default()).await {
             Ok(_) | Err(ApiError::NotFound(_)) => Ok(()),
             Err(e) => Err(e),
         };
@@ -273,7 +272,10 @@ async fn sync(store: &Store, ns: &str, name: &str) -> Result<(), ApiError> {
             } else {
                 obj["subsets"] = json!(subsets);
             }
-            store.update(&endpoints_gvr, ns, name, obj, None, &opts()).await.map(|_| ())
+            store
+                .update(&endpoints_gvr, ns, name, obj, None, &opts())
+                .await
+                .map(|_| ())
         }
     }
 }
@@ -297,14 +299,22 @@ fn subsets_for(service: &Value, pods: &[Value]) -> Vec<Value> {
         if !should_be_in_endpoints(pod) {
             continue;
         }
-        let Some(ip) = pod.pointer("/status/podIP").and_then(Value::as_str).filter(|s| !s.is_empty()) else {
+        let Some(ip) = pod
+            .pointer("/status/podIP")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+        else {
             continue;
         };
         let mut address = json!({
             "ip": ip,
             "targetRef": { "kind": "Pod", "namespace": meta::namespace(pod), "name": meta::name(pod), "uid": meta::uid(pod) },
         });
-        if let Some(node) = pod.pointer("/spec/nodeName").and_then(Value::as_str).filter(|s| !s.is_empty()) {
+        if let Some(node) = pod
+            .pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+        {
             address["nodeName"] = json!(node);
         }
         let hostname = pod.pointer("/spec/hostname").and_then(Value::as_str).unwrap_or("");
@@ -342,10 +352,12 @@ fn subsets_for(service: &Value, pods: &[Value]) -> Vec<Value> {
         }
     }
     // Ports offered by the same set of addresses share a subset.
-    let mut groups: BTreeMap<Vec<(String, bool)>, (Vec<Value>, Vec<Value>)> = BTreeMap::new();
+    let mut groups: BTreeMap<Vec<(String, bool)>, Group> = BTreeMap::new();
     for (port, addresses) in by_port {
         let set: Vec<(String, bool)> = addresses.iter().map(|(k, (_, r))| (k.clone(), *r)).collect();
-        let entry = groups.entry(set).or_insert_with(|| (addresses.values().cloned().map(|(a, _)| a).collect(), Vec::new()));
+        let entry = groups
+            .entry(set)
+            .or_insert_with(|| (addresses.values().cloned().map(|(a, _)| a).collect(), Vec::new()));
         if !port.is_empty()
             && let Ok(p) = serde_json::from_str::<Value>(&port)
         {
@@ -368,7 +380,7 @@ fn subsets_for(service: &Value, pods: &[Value]) -> Vec<Value> {
             let by_ip = |a: &Value, b: &Value| ip_sort_key(a).cmp(&ip_sort_key(b));
             ready_addrs.sort_by(by_ip);
             not_ready.sort_by(by_ip);
-            ports.sort_by(|a, b| a.to_string().cmp(&b.to_string()));
+            ports.sort_by_key(|p| p.to_string());
             let mut subset = json!({});
             if !ready_addrs.is_empty() {
                 subset["addresses"] = json!(ready_addrs);
@@ -397,7 +409,11 @@ fn should_be_in_endpoints(pod: &Value) -> bool {
         return false;
     }
     let phase = pod.pointer("/status/phase").and_then(Value::as_str).unwrap_or("");
-    match pod.pointer("/spec/restartPolicy").and_then(Value::as_str).unwrap_or("Always") {
+    match pod
+        .pointer("/spec/restartPolicy")
+        .and_then(Value::as_str)
+        .unwrap_or("Always")
+    {
         "Never" => phase != "Failed" && phase != "Succeeded",
         "OnFailure" => phase != "Succeeded",
         _ => true,
@@ -452,20 +468,42 @@ mod tests {
             ] },
         });
         let pods = [
-            pod("a", "127.1.128.2", true, json!([{ "name": "http", "containerPort": 8080, "protocol": "TCP" }])),
-            pod("b", "127.1.128.3", false, json!([{ "name": "http", "containerPort": 8081, "protocol": "TCP" }])),
+            pod(
+                "a",
+                "127.1.128.2",
+                true,
+                json!([{ "name": "http", "containerPort": 8080, "protocol": "TCP" }]),
+            ),
+            pod(
+                "b",
+                "127.1.128.3",
+                false,
+                json!([{ "name": "http", "containerPort": 8081, "protocol": "TCP" }]),
+            ),
             // No port named http: only in the metrics port's subset.
             pod("c", "127.1.128.4", true, json!([])),
         ];
         let subsets = subsets_for(&svc, &pods);
         // Pod a on http is 8080, pod b on http is 8081: different ports, different subsets.
-        let a = &subsets.iter().find(|s| s["ports"][0]["port"] == 8080).cloned().unwrap_or_default();
+        let a = &subsets
+            .iter()
+            .find(|s| s["ports"][0]["port"] == 8080)
+            .cloned()
+            .unwrap_or_default();
         assert_eq!(a["addresses"][0]["targetRef"]["name"], "a");
         assert_eq!(a["addresses"][0]["nodeName"], "n1");
-        let b = &subsets.iter().find(|s| s["ports"][0]["port"] == 8081).cloned().unwrap_or_default();
+        let b = &subsets
+            .iter()
+            .find(|s| s["ports"][0]["port"] == 8081)
+            .cloned()
+            .unwrap_or_default();
         assert_eq!(b["notReadyAddresses"][0]["ip"], "127.1.128.3");
         assert!(b.get("addresses").is_none());
-        let m = &subsets.iter().find(|s| s["ports"][0]["port"] == 9090).cloned().unwrap_or_default();
+        let m = &subsets
+            .iter()
+            .find(|s| s["ports"][0]["port"] == 9090)
+            .cloned()
+            .unwrap_or_default();
         assert_eq!(m["addresses"].as_array().map(Vec::len), Some(2));
         assert_eq!(m["notReadyAddresses"].as_array().map(Vec::len), Some(1));
         assert_eq!(subsets.len(), 3);

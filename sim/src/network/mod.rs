@@ -72,7 +72,7 @@ pub enum NetworkError {
     #[error("creating the initial {what}")]
     Publish {
         what: String,
-        source: crate::status::ApiError,
+        source: Box<crate::status::ApiError>,
     },
     #[error("every 127.B.0.0/16 block (B = 1..254) is held by another sim: {0}")]
     NoFreeBlock(String),

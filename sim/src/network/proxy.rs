@@ -135,7 +135,10 @@ impl Proxy {
                     if port.get("protocol").and_then(Value::as_str).unwrap_or("TCP") != "TCP" {
                         continue;
                     }
-                    let Some(number) = port.get("port").and_then(Value::as_u64).and_then(|n| u16::try_from(n).ok())
+                    let Some(number) = port
+                        .get("port")
+                        .and_then(Value::as_u64)
+                        .and_then(|n| u16::try_from(n).ok())
                     else {
                         continue;
                     };
@@ -164,11 +167,20 @@ impl Proxy {
             .and_then(Value::as_str)
             .and_then(|s| s.parse::<Ipv4Addr>().ok());
         if let (false, Some(ip)) = (deleted, ip) {
-            for port in svc.pointer("/spec/ports").and_then(Value::as_array).into_iter().flatten() {
+            for port in svc
+                .pointer("/spec/ports")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
                 if port.get("protocol").and_then(Value::as_str).unwrap_or("TCP") != "TCP" {
                     continue;
                 }
-                let Some(number) = port.get("port").and_then(Value::as_u64).and_then(|n| u16::try_from(n).ok()) else {
+                let Some(number) = port
+                    .get("port")
+                    .and_then(Value::as_u64)
+                    .and_then(|n| u16::try_from(n).ok())
+                else {
                     continue;
                 };
                 let addr = SocketAddr::new(IpAddr::V4(ip), number);

@@ -75,7 +75,10 @@ pub(crate) async fn publish(store: &Store, addresses: &Addresses, api: SocketAdd
         store
             .create(gvr, namespace, object, &opts)
             .await
-            .map_err(|source| NetworkError::Publish { what, source })?;
+            .map_err(|source| NetworkError::Publish {
+                what,
+                source: Box::new(source),
+            })?;
     }
     Ok(())
 }

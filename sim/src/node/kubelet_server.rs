@@ -109,8 +109,10 @@ pub(crate) async fn spawn(
 fn text(code: StatusCode, body: impl Into<Bytes>) -> Response<Body> {
     let mut resp = Response::new(Full::new(body.into()).boxed_unsync());
     *resp.status_mut() = code;
-    resp.headers_mut()
-        .insert(header::CONTENT_TYPE, http::HeaderValue::from_static("text/plain; charset=utf-8"));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
     resp
 }
 
@@ -153,8 +155,7 @@ fn pods(ctx: &Ctx) -> Response<Body> {
 fn param(query: &str, key: &str) -> Option<String> {
     query.split('&').find_map(|kv| {
         let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-        (k == key && !v.is_empty())
-            .then(|| percent_encoding::percent_decode_str(v).decode_utf8_lossy().into_owned())
+        (k == key && !v.is_empty()).then(|| percent_encoding::percent_decode_str(v).decode_utf8_lossy().into_owned())
     })
 }
 
@@ -165,11 +166,13 @@ fn container_logs(ctx: &Ctx, ns: &str, pod: &str, container: &str, query: &str) 
     if obj.pointer("/spec/nodeName").and_then(Value::as_str) != Some(ctx.node.as_str()) {
         return text(StatusCode::NOT_FOUND, format!("pod {pod:?} does not exist\n"));
     }
-    let known = ["containers", "initContainers", "ephemeralContainers"].iter().any(|list| {
-        obj.pointer(&format!("/spec/{list}"))
-            .and_then(Value::as_array)
-            .is_some_and(|cs| cs.iter().any(|c| c["name"] == container))
-    });
+    let known = ["containers", "initContainers", "ephemeralContainers"]
+        .iter()
+        .any(|list| {
+            obj.pointer(&format!("/spec/{list}"))
+                .and_then(Value::as_array)
+                .is_some_and(|cs| cs.iter().any(|c| c["name"] == container))
+        });
     if !known {
         return text(
             StatusCode::NOT_FOUND,
@@ -205,8 +208,10 @@ fn container_logs(ctx: &Ctx, ns: &str, pod: &str, container: &str, query: &str) 
         Ok(LogBody::Follow(stream)) => {
             let body = StreamBody::new(stream.map(|b| Ok::<_, Infallible>(Frame::data(b))));
             let mut resp = Response::new(body.boxed_unsync());
-            resp.headers_mut()
-                .insert(header::CONTENT_TYPE, http::HeaderValue::from_static("text/plain; charset=utf-8"));
+            resp.headers_mut().insert(
+                header::CONTENT_TYPE,
+                http::HeaderValue::from_static("text/plain; charset=utf-8"),
+            );
             resp
         }
         Err(e) => {

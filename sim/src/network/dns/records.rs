@@ -231,17 +231,29 @@ fn srv_records(
 ) -> (Vec<Record>, Vec<Record>) {
     let service_name = format!("{svc}.{ns}.svc.{domain}");
     let is_wanted = |name: &str, protocol: &str| {
-        !name.is_empty()
-            && wanted.is_none_or(|(p, n)| p.eq_ignore_ascii_case(protocol) && n.eq_ignore_ascii_case(name))
+        !name.is_empty() && wanted.is_none_or(|(p, n)| p.eq_ignore_ascii_case(protocol) && n.eq_ignore_ascii_case(name))
     };
     let mut records = Vec::new();
     let mut additional = Vec::new();
-    match service.pointer("/spec/clusterIP").and_then(Value::as_str).map(str::parse::<Ipv4Addr>) {
+    match service
+        .pointer("/spec/clusterIP")
+        .and_then(Value::as_str)
+        .map(str::parse::<Ipv4Addr>)
+    {
         Some(Ok(ip)) => {
-            for p in service.pointer("/spec/ports").and_then(Value::as_array).into_iter().flatten() {
+            for p in service
+                .pointer("/spec/ports")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
                 let name = p.get("name").and_then(Value::as_str).unwrap_or("");
                 let protocol = p.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
-                let Some(port) = p.get("port").and_then(Value::as_u64).and_then(|n| u16::try_from(n).ok()) else {
+                let Some(port) = p
+                    .get("port")
+                    .and_then(Value::as_u64)
+                    .and_then(|n| u16::try_from(n).ok())
+                else {
                     continue;
                 };
                 if is_wanted(name, protocol) {
@@ -275,7 +287,11 @@ fn srv_records(
                         .map(move |(_, _, port)| (e, *port))
                 })
                 .collect();
-            let weight = if hits.is_empty() { 0 } else { (100 / hits.len()).max(1) as u16 };
+            let weight = if hits.is_empty() {
+                0
+            } else {
+                (100 / hits.len()).max(1) as u16
+            };
             for (e, port) in hits {
                 let host = e.hostname.clone().unwrap_or_else(|| dash(e.ip));
                 let target = format!("{host}.{service_name}");

@@ -109,7 +109,9 @@ pub fn parse_query(msg: &[u8]) -> Result<Query, ParseError> {
         if len > 63 {
             return Err(err(Some(id), "compressed or oversized label"));
         }
-        let label = msg.get(pos + 1..pos + 1 + len).ok_or(err(Some(id), "truncated label"))?;
+        let label = msg
+            .get(pos + 1..pos + 1 + len)
+            .ok_or(err(Some(id), "truncated label"))?;
         labels.push(String::from_utf8_lossy(label).to_ascii_lowercase());
         pos += 1 + len;
         if pos > 255 + 12 {
@@ -214,12 +216,7 @@ fn encode(query: &Query, answer: &Answer, truncated: bool) -> Vec<u8> {
     }
     flags |= u16::from(answer.rcode & 0xf);
     out.extend_from_slice(&flags.to_be_bytes());
-    for count in [
-        1,
-        answer.answers.len(),
-        answer.authority.len(),
-        answer.additional.len(),
-    ] {
+    for count in [1, answer.answers.len(), answer.authority.len(), answer.additional.len()] {
         out.extend_from_slice(&(count as u16).to_be_bytes());
     }
     out.extend_from_slice(&query.raw_name);
