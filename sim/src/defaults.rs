@@ -273,6 +273,28 @@ pub fn allocate_service_ip(
     Ok(())
 }
 
+/// On update, a Service that does not say its cluster IP keeps the one it has (the registry's
+/// `patchAllocatedValues`: a PUT built without reading the object must not drop it).
+pub fn keep_service_ip(old: &Value, new: &mut Value) {
+    let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    if spec.get("type").and_then(Value::as_str) == Some("ExternalName") {
+        return;
+    }
+    for field in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
+        let missing = match spec.get(field) {
+            None | Some(Value::Null) => true,
+            Some(Value::String(s)) => s.is_empty(),
+            Some(Value::Array(a)) => a.is_empty(),
+            _ => false,
+        };
+        if missing && let Some(v) = old.pointer(&format!("/spec/{field}")) {
+            spec.insert(field.into(), v.clone());
+        }
+    }
+}
+
 /// A free address of `range`: a random one of the upper band, else the first free one of the
 /// lower band (network and broadcast addresses excluded).
 fn pick_free(range: &crate::network::Ipv4Cidr, taken: &dyn Fn(&str) -> bool) -> Option<String> {
@@ -398,6 +420,15 @@ mod tests {
         let mut headless = svc("None");
         allocate_service_ip(&mut headless, &range, &|_| true).unwrap();
         assert_eq!(headless["spec"]["clusterIPs"], json!(["None"]));
+    }
+
+    #[test]
+    fn an_update_without_the_cluster_ip_keeps_it() {
+        let old = json!({ "spec": { "clusterIP": "127.9.1.2", "clusterIPs": ["127.9.1.2"], "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack" } });
+        let mut new = json!({ "spec": { "ports": [{ "port": 80 }] } });
+        keep_service_ip(&old, &mut new);
+        assert_eq!(new["spec"]["clusterIP"], "127.9.1.2");
+        assert_eq!(new["spec"]["clusterIPs"], json!(["127.9.1.2"]));
     }
 
     #[test]

@@ -285,6 +285,23 @@ async fn cluster_ips_are_allocated_from_the_service_range() {
     );
     assert_eq!(dns_taken.0, 422);
 
+    // A PUT that leaves the cluster IP out keeps it.
+    let replaced = sim
+        .store()
+        .update(
+            &gvr("services"),
+            "default",
+            "auto",
+            service("auto", json!({ "ports": [{ "port": 81 }] })),
+            None,
+            &WriteOptions::default(),
+        )
+        .await
+        .unwrap()
+        .object;
+    assert_eq!(replaced["spec"]["clusterIP"], auto_ip.to_string());
+    assert_eq!(replaced["spec"]["ports"][0]["port"], 81);
+
     // Freed when the Service goes.
     api.delete("fixed", &Default::default()).await.unwrap();
     let reused = api.create(&pp, &svc("reused", Some(wanted.clone()))).await.unwrap();

@@ -807,6 +807,9 @@ fn prepare_update(info: &ResourceInfo, current: &Value, mut new: Value, part: Pa
             }
         }
     }
+    if (info.group.as_str(), info.kind.as_str()) == ("", "Service") {
+        defaults::keep_service_ip(current, &mut new);
+    }
     if info.status_subresource && !matches!(part, Part::Binding(_)) {
         match current.get("status") {
             Some(s) => new["status"] = s.clone(),
