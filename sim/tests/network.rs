@@ -766,6 +766,17 @@ async fn each_node_serves_the_kubelet_api() {
     );
     let (code, _) = https_get(&sim, node1, "/containerLogs/default/talker/main").await;
     assert_eq!(code, 404, "the pod is not on node 1");
+
+    // A stopped kubelet does not answer; started again, it does.
+    sim.nodes().stop_node("sim-node-2").unwrap();
+    let tcp = TcpStream::connect(node2).await.unwrap();
+    let name = rustls_pki_types::ServerName::IpAddress(node2.ip().into());
+    assert!(
+        tls_client(&sim).connect(name, tcp).await.is_err(),
+        "no TLS from a stopped kubelet"
+    );
+    sim.nodes().start_node("sim-node-2").unwrap();
+    assert_eq!(https_get(&sim, node2, "/healthz").await, (200, "ok".to_string()));
     sim.shutdown().await;
 }
 

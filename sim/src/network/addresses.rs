@@ -10,6 +10,9 @@ use super::{Ipv4Cidr, NetworkConfig, NetworkError};
 
 /// The DNS port (resolv.conf cannot name another).
 pub const DNS_PORT: u16 = 53;
+/// Where the DNS server answers when the process may not bind port 53 (not root, no
+/// CAP_NET_BIND_SERVICE): reachable by direct queries, not through resolv.conf.
+pub const DNS_FALLBACK_PORT: u16 = 10053;
 /// The kubelet's HTTPS port (`daemonEndpoints.kubeletEndpoint.Port`).
 pub const KUBELET_PORT: u16 = 10250;
 /// The prefix of each node's pod range (kube-controller-manager's `--node-cidr-mask-size`).
@@ -26,6 +29,8 @@ pub struct Addresses {
     pub node_range: Ipv4Cidr,
     /// `cluster.local` unless configured.
     pub cluster_domain: String,
+    /// The DNS server's port: [`DNS_PORT`], or [`DNS_FALLBACK_PORT`] for an unprivileged process.
+    pub dns_port: u16,
 }
 
 impl Addresses {
@@ -42,7 +47,7 @@ impl Addresses {
 
     /// Where the DNS server answers (UDP and TCP).
     pub fn dns_addr(&self) -> SocketAddr {
-        SocketAddr::V4(SocketAddrV4::new(self.dns_ip(), DNS_PORT))
+        SocketAddr::V4(SocketAddrV4::new(self.dns_ip(), self.dns_port))
     }
 
     /// The InternalIP of the node with this index (1-based); None past the range's end.
@@ -66,6 +71,7 @@ fn block(b: u8, config: &NetworkConfig) -> Addresses {
         node_range: config.node_ip_range.unwrap_or(cidr(64, 18)),
         pod_range: config.cluster_cidr.unwrap_or(cidr(128, 17)),
         cluster_domain: config.cluster_domain.clone(),
+        dns_port: DNS_PORT,
     }
 }
 
@@ -150,9 +156,9 @@ pub(crate) async fn claim(config: &NetworkConfig) -> Result<(Addresses, DnsSocke
     let mut last_err = None;
     for i in 0..254u16 {
         let b = ((u16::from(start) + i) % 254 + 1) as u8;
-        let plan = block(b, config);
+        let mut plan = block(b, config);
         validate(&plan)?;
-        match bind_dns(plan.dns_addr()).await {
+        match bind_dns_for(&mut plan).await {
             Ok(sockets) => return Ok((plan, sockets)),
             Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => last_err = Some(e),
             Err(source) => {
@@ -166,6 +172,23 @@ pub(crate) async fn claim(config: &NetworkConfig) -> Result<(Addresses, DnsSocke
     Err(NetworkError::NoFreeBlock(
         last_err.map(|e| e.to_string()).unwrap_or_default(),
     ))
+}
+
+/// Binds the DNS server on `plan`'s address, port 53, or the fallback port when the process may
+/// not bind privileged ports (then `plan.dns_port` says so).
+async fn bind_dns_for(plan: &mut Addresses) -> std::io::Result<DnsSockets> {
+    match bind_dns(plan.dns_addr()).await {
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            plan.dns_port = DNS_FALLBACK_PORT;
+            let sockets = bind_dns(plan.dns_addr()).await?;
+            tracing::warn!(
+                addr = %plan.dns_addr(),
+                "binding port 53 needs root or CAP_NET_BIND_SERVICE: the cluster DNS answers on this port instead, which resolv.conf cannot name"
+            );
+            Ok(sockets)
+        }
+        other => other,
+    }
 }
 
 async fn bind_dns(addr: SocketAddr) -> std::io::Result<DnsSockets> {

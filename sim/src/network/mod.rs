@@ -25,7 +25,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-pub use addresses::{Addresses, DNS_PORT, KUBELET_PORT, NODE_CIDR_MASK_SIZE};
+pub use addresses::{Addresses, DNS_FALLBACK_PORT, DNS_PORT, KUBELET_PORT, NODE_CIDR_MASK_SIZE};
 pub use cidr::{CidrError, Ipv4Cidr};
 pub(crate) use system_services::publish as publish_system_services;
 
@@ -112,7 +112,8 @@ impl Network {
     pub(crate) async fn start(store: &Store, claimed: Claimed) -> Network {
         let Claimed { addresses, dns } = claimed;
         let (stop, _) = watch::channel(false);
-        let proxy = proxy::start(store.clone(), addresses.dns_addr(), stop.subscribe()).await;
+        let kube_dns = std::net::SocketAddr::new(addresses.dns_ip().into(), DNS_PORT);
+        let proxy = proxy::start(store.clone(), kube_dns, stop.subscribe()).await;
         let tasks = vec![
             tokio::spawn(endpoints::run(store.clone(), stop.subscribe())),
             tokio::spawn(proxy),
@@ -130,7 +131,8 @@ impl Network {
         self.addresses.kubernetes_service_ip()
     }
 
-    /// Where the cluster DNS answers (the `kube-dns` Service's cluster IP, port 53).
+    /// Where the cluster DNS answers: the `kube-dns` Service's cluster IP, port 53 (10053 when
+    /// the process may not bind port 53).
     pub fn dns_addr(&self) -> SocketAddr {
         self.addresses.dns_addr()
     }

@@ -36,6 +36,7 @@ struct Listener {
 }
 
 struct Proxy {
+    /// `kube-dns`' `clusterIP:53`: the DNS server's own (TCP is not proxied there).
     dns_addr: SocketAddr,
     backends: Backends,
     listeners: HashMap<SocketAddr, Listener>,

@@ -48,8 +48,8 @@ pub(crate) async fn publish(store: &Store, addresses: &Addresses, api: SocketAdd
         "spec": {
             "clusterIP": dns_ip,
             "ports": [
-                { "name": "dns", "port": DNS_PORT, "protocol": "UDP", "targetPort": DNS_PORT },
-                { "name": "dns-tcp", "port": DNS_PORT, "protocol": "TCP", "targetPort": DNS_PORT },
+                { "name": "dns", "port": DNS_PORT, "protocol": "UDP", "targetPort": addresses.dns_port },
+                { "name": "dns-tcp", "port": DNS_PORT, "protocol": "TCP", "targetPort": addresses.dns_port },
             ],
         }
     });
@@ -59,8 +59,8 @@ pub(crate) async fn publish(store: &Store, addresses: &Addresses, api: SocketAdd
         "subsets": [{
             "addresses": [{ "ip": dns_ip }],
             "ports": [
-                { "name": "dns", "port": DNS_PORT, "protocol": "UDP" },
-                { "name": "dns-tcp", "port": DNS_PORT, "protocol": "TCP" },
+                { "name": "dns", "port": addresses.dns_port, "protocol": "UDP" },
+                { "name": "dns-tcp", "port": addresses.dns_port, "protocol": "TCP" },
             ],
         }]
     });

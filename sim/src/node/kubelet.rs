@@ -113,12 +113,18 @@ impl Kubelet {
         }));
 
         tasks.push(
-            super::kubelet_server::spawn(shared, &spec.name, node_ip, shared.stop.subscribe())
-                .await
-                .map_err(|source| NodeError::KubeletServer {
-                    node: spec.name.clone(),
-                    source,
-                })?,
+            super::kubelet_server::spawn(
+                shared,
+                &spec.name,
+                node_ip,
+                kubelet.online.subscribe(),
+                shared.stop.subscribe(),
+            )
+            .await
+            .map_err(|source| NodeError::KubeletServer {
+                node: spec.name.clone(),
+                source,
+            })?,
         );
 
         let (tx, rx) = mpsc::unbounded_channel();

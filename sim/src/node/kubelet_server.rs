@@ -45,11 +45,13 @@ struct Ctx {
     node: String,
 }
 
-/// Binds `<ip>:10250` and serves until `stop` turns true.
+/// Binds `<ip>:10250` and serves until `stop` turns true. While the kubelet is stopped
+/// (`online` false, a simulated node failure) connections are closed at once.
 pub(crate) async fn spawn(
     shared: &Arc<Shared>,
     node: &str,
     ip: Ipv4Addr,
+    online: watch::Receiver<bool>,
     mut stop: watch::Receiver<bool>,
 ) -> Result<JoinHandle<()>, KubeletServerError> {
     let (cert, key) = shared
@@ -79,6 +81,10 @@ pub(crate) async fn spawn(
                     }
                 },
             };
+            if !*online.borrow() {
+                drop(tcp);
+                continue;
+            }
             let (acceptor, ctx, mut stop) = (acceptor.clone(), ctx.clone(), stop.clone());
             tokio::spawn(async move {
                 let serve = async {
