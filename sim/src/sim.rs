@@ -144,6 +144,7 @@ impl Sim {
             crate::node::NodeNetwork {
                 addresses: addresses.clone(),
                 pki: pki.clone(),
+                stopped: network.stopped(),
             },
         )
         .await?;

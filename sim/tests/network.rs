@@ -804,3 +804,32 @@ async fn shutdown_leaves_no_listener_behind() {
     }
     UdpSocket::bind(dns).await.expect("the DNS UDP socket is closed");
 }
+
+#[tokio::test]
+async fn a_dropped_sim_frees_its_addresses_too() {
+    let (sim, _dir) = with_nodes(1).await;
+    let svc = create(
+        sim.store(),
+        "services",
+        "default",
+        service("held", json!({ "ports": [{ "port": 8080 }] })),
+    )
+    .await;
+    let svc_addr = SocketAddr::new(svc["spec"]["clusterIP"].as_str().unwrap().parse().unwrap(), 8080);
+    until("the proxy listener", || std::net::TcpStream::connect(svc_addr).ok()).await;
+    let dns = sim.network().dns_addr();
+    let kubelet = SocketAddr::new(sim.network().addresses().node_ip(1).unwrap().into(), 10250);
+    drop(sim);
+    // Dropping stops the tasks asynchronously: wait (generously) for each socket to be free.
+    for addr in [svc_addr, dns, kubelet] {
+        let mut free = false;
+        for _ in 0..500 {
+            if TcpListener::bind(addr).await.is_ok() {
+                free = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(free, "{addr} is still held after the sim was dropped");
+    }
+}

@@ -141,6 +141,12 @@ impl Network {
         &self.addresses.cluster_domain
     }
 
+    /// Turns true when the network stops (shutdown or drop): other servers on the sim's block
+    /// (the kubelets') close with it, so a dropped sim frees its whole block.
+    pub fn stopped(&self) -> watch::Receiver<bool> {
+        self.stop.subscribe()
+    }
+
     /// A configuration naming exactly this plan's ranges.
     pub fn config(&self) -> NetworkConfig {
         NetworkConfig {

@@ -35,6 +35,13 @@ struct Listener {
     task: JoinHandle<()>,
 }
 
+impl Drop for Listener {
+    /// A proxy that is dropped (the sim dropped without `shutdown`) closes its sockets too.
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 struct Proxy {
     /// `kube-dns`' `clusterIP:53`: the DNS server's own (TCP is not proxied there).
     dns_addr: SocketAddr,
@@ -72,9 +79,9 @@ pub(crate) async fn start(
             }
         }
         // Close every listener before returning, so a finished shutdown leaves none behind.
-        for (_, l) in p.listeners.drain() {
+        for (_, mut l) in p.listeners.drain() {
             l.task.abort();
-            let _ = l.task.await;
+            let _ = (&mut l.task).await;
         }
     }
 }
@@ -236,9 +243,9 @@ impl Proxy {
     }
 
     async fn close(&mut self, addr: SocketAddr) {
-        if let Some(l) = self.listeners.remove(&addr) {
+        if let Some(mut l) = self.listeners.remove(&addr) {
             l.task.abort();
-            let _ = l.task.await;
+            let _ = (&mut l.task).await;
         }
     }
 }
@@ -252,8 +259,13 @@ async fn serve(
     stop: watch::Receiver<bool>,
 ) {
     let next = Arc::new(AtomicUsize::new(0));
+    let mut stopped = stop.clone();
     loop {
-        let (client, _) = match listener.accept().await {
+        let accepted = tokio::select! {
+            _ = stopped.wait_for(|s| *s) => return,
+            accepted = listener.accept() => accepted,
+        };
+        let (client, _) = match accepted {
             Ok(c) => c,
             Err(e) => {
                 tracing::debug!(error = %e, "accepting a Service connection");

@@ -69,10 +69,12 @@ pub(crate) async fn spawn(
         node: node.to_string(),
     });
     let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+    let mut network_stopped = shared.network.stopped.clone();
     Ok(tokio::spawn(async move {
         loop {
             let (tcp, peer) = tokio::select! {
                 _ = stop.wait_for(|s| *s) => return,
+                _ = network_stopped.wait_for(|s| *s) => return,
                 accepted = listener.accept() => match accepted {
                     Ok(a) => a,
                     Err(e) => {

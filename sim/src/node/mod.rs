@@ -89,6 +89,8 @@ pub enum NodeError {
 pub struct NodeNetwork {
     pub addresses: crate::network::Addresses,
     pub pki: crate::tls::Pki,
+    /// [`crate::network::Network::stopped`]: the kubelet servers close with the network.
+    pub stopped: watch::Receiver<bool>,
 }
 
 /// What every node component shares.

@@ -355,19 +355,32 @@ mod tests {
             "spec": { "type": "ExternalName", "externalName": "db.example.com." } });
         let headless = json!({ "apiVersion": "v1", "kind": "Service", "metadata": { "name": "hl" },
             "spec": { "clusterIP": "None", "selector": { "a": "b" } } });
-        let store = store_with(&[("namespaces", "", ns), ("services", "app", ext), ("services", "app", headless)]).await;
+        let store = store_with(&[
+            ("namespaces", "", ns),
+            ("services", "app", ext),
+            ("services", "app", headless),
+        ])
+        .await;
         let d = "cluster.local";
         let a = resolve(&store, d, "ext.app.svc.cluster.local", TYPE_A);
         assert_eq!(a.rcode, NOERROR);
         assert_eq!(a.answers[0].data, RData::Cname("db.example.com".into()));
         assert_eq!(resolve(&store, d, "hl.app.svc.cluster.local", TYPE_A).rcode, NXDOMAIN);
-        for existing in ["app.svc.cluster.local", "svc.cluster.local", "cluster.local", "app.pod.cluster.local"] {
+        for existing in [
+            "app.svc.cluster.local",
+            "svc.cluster.local",
+            "cluster.local",
+            "app.pod.cluster.local",
+        ] {
             let r = resolve(&store, d, existing, TYPE_A);
             assert_eq!((r.rcode, r.answers.len()), (NOERROR, 0), "{existing}");
             assert!(matches!(r.authority[0].data, RData::Soa { .. }));
         }
         assert_eq!(resolve(&store, d, "other.svc.cluster.local", TYPE_A).rcode, NXDOMAIN);
-        assert_eq!(resolve(&store, d, "1-2-3.app.pod.cluster.local", TYPE_A).rcode, NXDOMAIN);
+        assert_eq!(
+            resolve(&store, d, "1-2-3.app.pod.cluster.local", TYPE_A).rcode,
+            NXDOMAIN
+        );
         assert_eq!(resolve(&store, d, "x.cluster.local", TYPE_A).rcode, NXDOMAIN);
         assert_eq!(resolve(&store, d, "cluster.local.evil", TYPE_A).rcode, NXDOMAIN);
         assert_eq!(resolve(&store, d, "cluster.local", TYPE_SOA).answers.len(), 1);
