@@ -195,36 +195,125 @@ fn service(obj: &mut Value) {
     }
 }
 
-/// Allocates a cluster IP for a new Service (the registry does this, not the defaulter).
-pub fn allocate_service_ip(obj: &mut Value, taken: &dyn Fn(&str) -> bool) {
+/// Why a Service's cluster IP could not be allocated, as kube-apiserver's registry reports it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClusterIpError {
+    /// A field error: the Service is Invalid (422).
+    #[error("{}: {}", .0.field, .0.message)]
+    Invalid(crate::status::FieldCause),
+    /// Every address of the range is in use: an internal error (500), as the registry's.
+    #[error("failed to allocate a serviceIP: range is full")]
+    RangeFull,
+}
+
+/// Allocates a cluster IP for a new Service from `range` (kube-apiserver's
+/// `--service-cluster-ip-range`; the registry does this, not the defaulter). A requested
+/// `clusterIP` must be in the range and free; without one, a free address is picked, from the
+/// upper part of the range first (KEP-3070: the lower band is left for static addresses such as
+/// the `kubernetes` and `kube-dns` Services'). `taken` says whether another Service holds an IP.
+pub fn allocate_service_ip(
+    obj: &mut Value,
+    range: &crate::network::Ipv4Cidr,
+    taken: &dyn Fn(&str) -> bool,
+) -> Result<(), ClusterIpError> {
     let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
-        return;
+        return Ok(());
     };
     if spec.get("type").and_then(Value::as_str) == Some("ExternalName") {
-        return;
+        return Ok(());
     }
-    let requested = spec.get("clusterIP").and_then(Value::as_str).unwrap_or("").to_string();
+    let first_of_list = spec
+        .get("clusterIPs")
+        .and_then(Value::as_array)
+        .and_then(|l| l.first())
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let requested = match spec.get("clusterIP").and_then(Value::as_str).unwrap_or("") {
+        "" => first_of_list,
+        ip => ip,
+    }
+    .to_string();
     let ip = if requested.is_empty() {
-        // 10.96.0.0/12, skipping .0.0 and .0.1 (the kubernetes service).
-        let mut n = u32::from_be_bytes(uuid::Uuid::new_v4().as_bytes()[..4].try_into().unwrap_or([0; 4])) % (1 << 20);
-        let mut candidate = String::new();
-        for _ in 0..(1 << 20) {
-            if n >= 2 {
-                candidate = format!("10.{}.{}.{}", 96 + (n >> 16), (n >> 8) & 0xff, n & 0xff);
-                if !taken(&candidate) {
-                    break;
-                }
-            }
-            n = (n + 1) % (1 << 20);
-        }
-        candidate
+        pick_free(range, taken).ok_or(ClusterIpError::RangeFull)?
+    } else if requested == "None" {
+        requested
     } else {
+        let invalid = |detail: String| {
+            ClusterIpError::Invalid(crate::status::FieldCause {
+                reason: "FieldValueInvalid".into(),
+                field: "spec.clusterIPs".into(),
+                message: format!("Invalid value: []string{{{requested:?}}}: {detail}"),
+            })
+        };
+        let Ok(parsed) = requested.parse::<std::net::Ipv4Addr>() else {
+            return Err(ClusterIpError::Invalid(crate::status::FieldCause::invalid(
+                "spec.clusterIPs[0]",
+                &json!(requested),
+                "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
+            )));
+        };
+        // The network and broadcast addresses are not part of the allocator's range.
+        let usable = range.offset_of(parsed).is_some_and(|o| o != 0 && o != range.size() - 1);
+        if !usable {
+            return Err(invalid(format!(
+                "failed to allocate IP {requested}: the provided IP ({requested}) is not in the valid range. The range of valid IPs is {range}"
+            )));
+        }
+        if taken(&requested) {
+            return Err(invalid(format!(
+                "failed to allocate IP {requested}: provided IP is already allocated"
+            )));
+        }
         requested
     };
     spec.insert("clusterIP".into(), json!(ip));
     spec.insert("clusterIPs".into(), json!([ip]));
     spec.entry("ipFamilies").or_insert(json!(["IPv4"]));
     spec.entry("ipFamilyPolicy").or_insert(json!("SingleStack"));
+    Ok(())
+}
+
+/// On update, a Service that does not say its cluster IP keeps the one it has (the registry's
+/// `patchAllocatedValues`: a PUT built without reading the object must not drop it).
+pub fn keep_service_ip(old: &Value, new: &mut Value) {
+    let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    if spec.get("type").and_then(Value::as_str) == Some("ExternalName") {
+        return;
+    }
+    for field in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
+        let missing = match spec.get(field) {
+            None | Some(Value::Null) => true,
+            Some(Value::String(s)) => s.is_empty(),
+            Some(Value::Array(a)) => a.is_empty(),
+            _ => false,
+        };
+        if missing && let Some(v) = old.pointer(&format!("/spec/{field}")) {
+            spec.insert(field.into(), v.clone());
+        }
+    }
+}
+
+/// A free address of `range`: a random one of the upper band, else the first free one of the
+/// lower band (network and broadcast addresses excluded).
+fn pick_free(range: &crate::network::Ipv4Cidr, taken: &dyn Fn(&str) -> bool) -> Option<String> {
+    let size = range.size();
+    if size < 4 {
+        return None;
+    }
+    // kube-apiserver's static band: min(max(16, size/16), 256) addresses after the network one.
+    let band = (size / 16).clamp(16, 256).min(size - 2);
+    let first_dynamic = 1 + band;
+    let dynamic = (size - 1).saturating_sub(first_dynamic);
+    let random = u64::from_be_bytes(uuid::Uuid::new_v4().as_bytes()[..8].try_into().unwrap_or([0; 8]));
+    let upper = (0..dynamic).map(|i| first_dynamic + (random % dynamic.max(1) + i) % dynamic);
+    let lower = 1..first_dynamic.min(size - 1);
+    upper
+        .chain(lower)
+        .filter_map(|o| range.nth(o))
+        .map(|ip| ip.to_string())
+        .find(|ip| !taken(ip))
 }
 
 /// `stringData` is write-only: the apiserver merges it into `data` (base64) and drops it.
@@ -294,10 +383,64 @@ mod tests {
 
     #[test]
     fn service_gets_an_ip_and_target_port() {
+        let range: crate::network::Ipv4Cidr = "127.9.0.0/18".parse().unwrap();
         let mut s = json!({ "spec": { "ports": [{ "port": 80 }] } });
         apply("", "Service", &mut s);
-        allocate_service_ip(&mut s, &|_| false);
+        allocate_service_ip(&mut s, &range, &|_| false).unwrap();
         assert_eq!(s["spec"]["ports"][0]["targetPort"], 80);
-        assert!(s["spec"]["clusterIP"].as_str().unwrap().starts_with("10."));
+        let ip: std::net::Ipv4Addr = s["spec"]["clusterIP"].as_str().unwrap().parse().unwrap();
+        // Dynamic addresses come from above the static band (the first 256 addresses).
+        assert!(range.offset_of(ip).is_some_and(|o| o > 256), "{ip}");
+        assert_eq!(s["spec"]["clusterIPs"], json!([ip.to_string()]));
+    }
+
+    #[test]
+    fn requested_cluster_ips_in_range_free_or_refused() {
+        let range: crate::network::Ipv4Cidr = "127.9.0.0/18".parse().unwrap();
+        let svc = |ip: &str| json!({ "spec": { "clusterIP": ip, "ports": [{ "port": 80 }] } });
+        let mut ok = svc("127.9.0.20");
+        allocate_service_ip(&mut ok, &range, &|_| false).unwrap();
+        assert_eq!(ok["spec"]["clusterIPs"], json!(["127.9.0.20"]));
+        let message = |ip: &str, taken: bool| match allocate_service_ip(&mut svc(ip), &range, &|_| taken) {
+            Err(ClusterIpError::Invalid(c)) => format!("{}: {}", c.field, c.message),
+            other => format!("{other:?}"),
+        };
+        assert_eq!(
+            message("127.9.0.20", true),
+            r#"spec.clusterIPs: Invalid value: []string{"127.9.0.20"}: failed to allocate IP 127.9.0.20: provided IP is already allocated"#
+        );
+        assert_eq!(
+            message("10.96.0.5", false),
+            r#"spec.clusterIPs: Invalid value: []string{"10.96.0.5"}: failed to allocate IP 10.96.0.5: the provided IP (10.96.0.5) is not in the valid range. The range of valid IPs is 127.9.0.0/18"#
+        );
+        assert!(message("127.9.0.0", false).contains("not in the valid range"));
+        assert!(
+            message("x", false).starts_with("spec.clusterIPs[0]: Invalid value: \"x\": must be a valid IP address")
+        );
+        let mut headless = svc("None");
+        allocate_service_ip(&mut headless, &range, &|_| true).unwrap();
+        assert_eq!(headless["spec"]["clusterIPs"], json!(["None"]));
+    }
+
+    #[test]
+    fn an_update_without_the_cluster_ip_keeps_it() {
+        let old = json!({ "spec": { "clusterIP": "127.9.1.2", "clusterIPs": ["127.9.1.2"], "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack" } });
+        let mut new = json!({ "spec": { "ports": [{ "port": 80 }] } });
+        keep_service_ip(&old, &mut new);
+        assert_eq!(new["spec"]["clusterIP"], "127.9.1.2");
+        assert_eq!(new["spec"]["clusterIPs"], json!(["127.9.1.2"]));
+    }
+
+    #[test]
+    fn a_full_range_is_reported() {
+        let range: crate::network::Ipv4Cidr = "127.9.0.0/30".parse().unwrap();
+        let mut s = json!({ "spec": { "ports": [{ "port": 80 }] } });
+        assert_eq!(
+            allocate_service_ip(&mut s, &range, &|_| true),
+            Err(ClusterIpError::RangeFull)
+        );
+        let mut s = json!({ "spec": { "ports": [{ "port": 80 }] } });
+        allocate_service_ip(&mut s, &range, &|ip| ip == "127.9.0.1").unwrap();
+        assert_eq!(s["spec"]["clusterIP"], "127.9.0.2");
     }
 }

@@ -20,6 +20,7 @@ pub mod kubeconfig;
 pub mod list_types;
 pub mod managed_fields;
 pub mod meta;
+pub mod network;
 pub mod node;
 pub mod openapi;
 mod openapi_builtin;

@@ -43,6 +43,16 @@ enum Command {
         /// variable takes a comma-separated list).
         #[arg(long = "local-image", env = "KUBE_SIM_LOCAL_IMAGE", value_delimiter = ',')]
         local_image: Vec<kube_sim::node::LocalImage>,
+        /// Service cluster IPs (kube-apiserver's flag), inside 127.0.0.0/8; default 127.B.0.0/18
+        /// of a free block 127.B.0.0/16.
+        #[arg(long, env = "KUBE_SIM_SERVICE_CLUSTER_IP_RANGE")]
+        service_cluster_ip_range: Option<kube_sim::network::Ipv4Cidr>,
+        /// Pod addresses (kube-controller-manager's flag; a /24 per node); default 127.B.128.0/17.
+        #[arg(long, env = "KUBE_SIM_CLUSTER_CIDR")]
+        cluster_cidr: Option<kube_sim::network::Ipv4Cidr>,
+        /// Node InternalIPs; default 127.B.64.0/18.
+        #[arg(long, env = "KUBE_SIM_NODE_IP_RANGE")]
+        node_ip_range: Option<kube_sim::network::Ipv4Cidr>,
     },
 }
 
@@ -62,6 +72,9 @@ async fn main() -> anyhow::Result<()> {
             nodes,
             pod_gc,
             local_image,
+            service_cluster_ip_range,
+            cluster_cidr,
+            node_ip_range,
         } => {
             let mut config = SimConfig::new(data_dir);
             config.kubeconfig_path = kubeconfig;
@@ -70,6 +83,9 @@ async fn main() -> anyhow::Result<()> {
             config.nodes = kube_sim::node::NodesConfig::with_nodes(nodes);
             config.nodes.pod_gc = pod_gc;
             config.nodes.kubelet.local_images = local_image;
+            config.network.service_cluster_ip_range = service_cluster_ip_range;
+            config.network.cluster_cidr = cluster_cidr;
+            config.network.node_ip_range = node_ip_range;
             // Pods mount kube-root-ca.crt through their API-access volume; with nodes running
             // pods it must exist, as in a real cluster.
             config.root_ca_configmap |= nodes > 0;
@@ -84,6 +100,15 @@ async fn main() -> anyhow::Result<()> {
                 "kube-sim serving at {} (kubeconfig: {})",
                 sim.url(),
                 sim.kubeconfig_path().display()
+            );
+            let net = sim.network().addresses();
+            println!(
+                "network: services {}, nodes {}, pods {}, DNS {} ({})",
+                net.service_range,
+                net.node_range,
+                net.pod_range,
+                net.dns_addr(),
+                net.cluster_domain
             );
             signals.next().await?;
             tokio::select! {

@@ -38,6 +38,9 @@ pub struct SimConfig {
     pub root_ca_configmap: bool,
     /// Nodes, scheduler, kubelets and pod GC (see [`crate::node`]); none by default.
     pub nodes: crate::node::NodesConfig,
+    /// Address ranges and cluster domain (see [`crate::network`]); by default a `127.B.0.0/16`
+    /// block of its own.
+    pub network: crate::network::NetworkConfig,
 }
 
 impl SimConfig {
@@ -53,6 +56,7 @@ impl SimConfig {
             builtin_admission: true,
             root_ca_configmap: false,
             nodes: crate::node::NodesConfig::default(),
+            network: crate::network::NetworkConfig::default(),
         }
     }
 }
@@ -79,6 +83,8 @@ pub enum SimError {
     Client(#[from] kube::Error),
     #[error(transparent)]
     Nodes(#[from] crate::node::NodeError),
+    #[error(transparent)]
+    Network(#[from] crate::network::NetworkError),
 }
 
 /// A running simulated cluster.
@@ -95,6 +101,7 @@ pub struct Sim {
     /// with the sim, which stops them.
     _controllers: Vec<crate::gc::BackgroundTask>,
     nodes: crate::node::NodeCluster,
+    network: crate::network::Network,
 }
 
 impl Sim {
@@ -104,13 +111,18 @@ impl Sim {
             path: config.data_dir.display().to_string(),
             source,
         })?;
-        let pki = Pki::generate()?;
+        // The addresses first: the API server's certificate names the `kubernetes` Service's IP.
+        let claimed = crate::network::claim(&config.network).await?;
+        let addresses = claimed.addresses.clone();
+        let pki = Pki::generate_with_ips(&[addresses.kubernetes_service_ip().into()])?;
         let ca_path = config.data_dir.join("ca.crt");
         std::fs::write(&ca_path, &pki.ca_cert_pem).map_err(|source| SimError::DataDir {
             path: ca_path.display().to_string(),
             source,
         })?;
-        let store = Store::new(config.store.clone());
+        let mut store_config = config.store.clone();
+        store_config.service_cluster_ip_range = addresses.service_range;
+        let store = Store::new(store_config);
         let admission = crate::admission::AdmissionConfig {
             builtin: config.builtin_admission,
             webhooks: config.admission_webhooks,
@@ -120,20 +132,28 @@ impl Sim {
         if config.garbage_collector {
             controllers.push(crate::gc::spawn(&store));
         }
+        // Bound before the bootstrap objects: the `kubernetes` Service and Endpoints name its port.
+        let listener = server::bind(config.port).await?;
+        let addr = listener.local_addr().map_err(ServeError::LocalAddr)?;
         bootstrap(&store).await?;
         let service_account_tokens = Arc::new(crate::service_account_tokens::TokenSigner::new());
+        crate::network::publish_system_services(&store, &addresses, addr).await?;
+        let network = crate::network::Network::start(&store, claimed).await;
         let nodes = crate::node::NodeCluster::start(
             store.clone(),
             config.data_dir.clone(),
             config.nodes.clone(),
             service_account_tokens.clone(),
+            crate::node::NodeNetwork {
+                addresses: addresses.clone(),
+                pki: pki.clone(),
+                stopped: network.stopped(),
+            },
         )
         .await?;
         let faults = Arc::new(Faults::default());
         let audit = Arc::new(crate::audit::AuditLog::default());
         let token = uuid::Uuid::new_v4().simple().to_string();
-        let listener = server::bind(config.port).await?;
-        let addr = listener.local_addr().map_err(ServeError::LocalAddr)?;
         let state = Arc::new(AppState {
             store: store.clone(),
             faults: faults.clone(),
@@ -171,6 +191,7 @@ impl Sim {
             service_account_tokens,
             _controllers: controllers,
             nodes,
+            network,
         })
     }
 
@@ -184,12 +205,18 @@ impl Sim {
         &self.nodes
     }
 
-    /// Fault injection for requests over HTTP.
+    /// The loopback network: address ranges, the `kubernetes` Service's IP, the DNS server's
+    /// address and the cluster domain.
+    pub fn network(&self) -> &crate::network::Network {
+        &self.network
+    }
+
     /// The audit log of API requests (off until enabled).
     pub fn audit(&self) -> &crate::audit::AuditLog {
         &self.audit
     }
 
+    /// Fault injection for requests over HTTP.
     pub fn faults(&self) -> &Faults {
         &self.faults
     }
@@ -248,14 +275,16 @@ impl Sim {
     }
 
     /// Stops serving: open watches end, connections close, the port is released.
-    pub async fn shutdown(self) {
+    pub async fn shutdown(mut self) {
         self.nodes.shutdown().await;
+        self.network.shutdown().await;
         self.store.cut_all_watches();
         self.server.shutdown().await;
     }
 }
 
-/// What every cluster has from the start: the system namespaces and the `kubernetes` Service.
+/// What every cluster has from the start: the system namespaces (the `kubernetes` and
+/// `kube-dns` Services come with the network).
 async fn bootstrap(store: &Store) -> Result<(), SimError> {
     let opts = WriteOptions {
         field_manager: Some("kube-apiserver".into()),
@@ -276,17 +305,5 @@ async fn bootstrap(store: &Store) -> Result<(), SimError> {
                 source,
             })?;
     }
-    let svc = json!({
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": { "name": "kubernetes", "labels": { "component": "apiserver", "provider": "kubernetes" } },
-        "spec": { "clusterIP": "10.96.0.1", "ports": [{ "name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443 }] }
-    });
-    store
-        .create(&Gvr::new("", "v1", "services"), "default", svc, &opts)
-        .await
-        .map_err(|source| SimError::Bootstrap {
-            what: "service kubernetes".into(),
-            source,
-        })?;
     Ok(())
 }

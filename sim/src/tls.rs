@@ -1,5 +1,6 @@
-//! The cluster's PKI: a self-signed CA, the serving certificate for 127.0.0.1/localhost and an
-//! admin client certificate, all made with rcgen; and the rustls server configuration that
+//! The cluster's PKI: a self-signed CA, the API server's serving certificate (127.0.0.1,
+//! localhost, the `kubernetes` Service's names and cluster IP), serving certificates for other
+//! parts (kubelets) and an admin client certificate, all made with rcgen; and the rustls server configuration that
 //! accepts (but does not require) client certificates signed by the CA.
 
 use std::sync::Arc;
@@ -145,6 +146,12 @@ pub const ADMIN_GROUP: &str = "system:masters";
 impl Pki {
     /// A fresh CA, serving certificate and admin client certificate.
     pub fn generate() -> Result<Self, TlsError> {
+        Self::generate_with_ips(&[])
+    }
+
+    /// Like [`Pki::generate`], the serving certificate also naming `ips` (the `kubernetes`
+    /// Service's cluster IP, as kube-apiserver's certificate does).
+    pub fn generate_with_ips(ips: &[std::net::IpAddr]) -> Result<Self, TlsError> {
         let gen_err = |what| move |source| TlsError::Generate { what, source };
         let ca_key = KeyPair::generate().map_err(gen_err("CA"))?;
         let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(gen_err("CA"))?;
@@ -170,6 +177,7 @@ impl Pki {
         ]
         .iter()
         .map(|s| s.to_string())
+        .chain(ips.iter().map(|ip| ip.to_string()))
         .collect();
         let mut server_params = CertificateParams::new(sans).map_err(gen_err("serving"))?;
         server_params
@@ -205,6 +213,47 @@ impl Pki {
         })
     }
 
+    /// A serving certificate signed by the cluster CA for `common_name` with `sans` (DNS names
+    /// or IP addresses): the certificate and its PKCS#8 key, DER.
+    pub fn issue_serving_cert(
+        &self,
+        common_name: &str,
+        sans: &[String],
+    ) -> Result<(CertificateDer<'static>, Vec<u8>), TlsError> {
+        let gen_err = |source| TlsError::Generate {
+            what: "serving",
+            source,
+        };
+        let ca_key = KeyPair::from_pem(&self.ca_key_pem).map_err(gen_err)?;
+        // The issuer is the CA's name and key; the same parameters as in `generate`.
+        let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(gen_err)?;
+        ca_params.distinguished_name.push(DnType::CommonName, "kube-sim-ca");
+        ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let issuer = Issuer::new(ca_params, ca_key);
+        let key = KeyPair::generate().map_err(gen_err)?;
+        let mut params = CertificateParams::new(sans.to_vec()).map_err(gen_err)?;
+        params.distinguished_name.push(DnType::CommonName, common_name);
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let cert = params.signed_by(&key, &issuer).map_err(gen_err)?;
+        Ok((cert.der().clone(), key.serialize_der()))
+    }
+
+    /// A rustls server configuration (HTTP/2 and HTTP/1.1, no client certificates) for a
+    /// certificate from [`Pki::issue_serving_cert`].
+    pub fn plain_server_config(
+        cert: CertificateDer<'static>,
+        key: Vec<u8>,
+    ) -> Result<Arc<rustls::ServerConfig>, TlsError> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key));
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_no_client_auth()
+            .with_single_cert(vec![cert], key)?;
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(Arc::new(config))
+    }
+
     /// The rustls configuration of the API server: HTTP/2 and HTTP/1.1 by ALPN, client
     /// certificates optional (bearer tokens are the other way in).
     pub fn server_config(&self) -> Result<Arc<rustls::ServerConfig>, TlsError> {
@@ -229,6 +278,7 @@ impl Pki {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use rustls::client::danger::ServerCertVerifier as _;
     use rustls_pki_types::pem::PemObject as _;
 
     #[test]
@@ -244,6 +294,40 @@ mod tests {
         assert!(sec1.secret_sec1_der().windows(p256.len()).any(|w| w == p256));
         // rustls (kube-rs) loads it as an ECDSA signing key.
         rustls::crypto::ring::sign::any_ecdsa_type(&key).unwrap();
+    }
+
+    #[test]
+    fn serving_certificates_name_their_ips_and_chain_to_the_ca() {
+        let ip: std::net::IpAddr = "127.5.0.1".parse().unwrap();
+        let pki = Pki::generate_with_ips(&[ip]).unwrap();
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(pki.ca_cert_der.clone()).unwrap();
+        let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+            Arc::new(roots),
+            Arc::new(rustls::crypto::ring::default_provider()),
+        )
+        .build()
+        .unwrap();
+        let now = rustls_pki_types::UnixTime::now();
+        let name = |s: &str| rustls_pki_types::ServerName::try_from(s.to_string()).unwrap();
+        verifier
+            .verify_server_cert(&pki.server_cert_der, &[], &name("127.5.0.1"), &[], now)
+            .unwrap();
+        verifier
+            .verify_server_cert(&pki.server_cert_der, &[], &name("kubernetes.default.svc"), &[], now)
+            .unwrap();
+        let (cert, key) = pki
+            .issue_serving_cert("sim-node-1", &["sim-node-1".into(), "127.5.64.1".into()])
+            .unwrap();
+        verifier
+            .verify_server_cert(&cert, &[], &name("127.5.64.1"), &[], now)
+            .unwrap();
+        assert!(
+            verifier
+                .verify_server_cert(&cert, &[], &name("127.5.64.2"), &[], now)
+                .is_err()
+        );
+        Pki::plain_server_config(cert, key).unwrap();
     }
 
     #[test]

@@ -166,12 +166,16 @@ async fn taints_affinity_resources_and_unschedulable() {
     let p = get(&store, "wants-ssd");
     assert_eq!(condition(&p, "PodScheduled").expect("PodScheduled")["status"], "True");
     assert_eq!(condition(&p, "Ready").expect("Ready")["status"], "True");
-    assert!(
-        p["status"]["podIP"]
-            .as_str()
-            .is_some_and(|ip| ip.starts_with("10.244.")),
-        "{p}"
-    );
+    // The pod's address is in its node's /24 of the cluster CIDR, hostIP is the node's address.
+    let node = sim
+        .store()
+        .get(&Gvr::new("", "v1", "nodes"), "", "sim-node-2")
+        .expect("node");
+    let pod_cidr: kube_sim::network::Ipv4Cidr = node["spec"]["podCIDR"].as_str().unwrap().parse().unwrap();
+    assert!(sim.network().addresses().pod_range.contains(pod_cidr.base()), "{node}");
+    let ip: std::net::Ipv4Addr = p["status"]["podIP"].as_str().unwrap().parse().unwrap();
+    assert!(pod_cidr.contains(ip), "{p}");
+    assert_eq!(p["status"]["hostIP"], node["status"]["addresses"][0]["address"], "{p}");
 
     // Requests against allocatable: 3 CPUs fit on the 8-CPU node, not on the 2-CPU one.
     let big = |name: &str, cpu: &str| {

@@ -59,8 +59,16 @@ impl Kubelet {
                 source,
             })?;
         }
-        let runtime = Arc::new(Runtime::new([10, 244, (index % 256) as u8]));
-        registration::register(&shared.store, spec, index, &runtime.pod_cidr())
+        let addresses = &shared.network.addresses;
+        let (Some(node_ip), Some(pod_cidr)) = (addresses.node_ip(index), addresses.node_pod_cidr(index)) else {
+            return Err(NodeError::NoAddress {
+                node: spec.name.clone(),
+                index,
+                range: format!("{} (nodes) and {} (pods)", addresses.node_range, addresses.pod_range),
+            });
+        };
+        let runtime = Arc::new(Runtime::new(pod_cidr));
+        registration::register(&shared.store, spec, &node_ip.to_string(), &runtime.pod_cidr())
             .await
             .map_err(|source| NodeError::Register {
                 node: spec.name.clone(),
@@ -73,7 +81,7 @@ impl Kubelet {
             node: spec.name.clone(),
             node_root: root.clone(),
             data_dir: shared.data_dir.clone(),
-            host_ip: registration::host_ip(index),
+            host_ip: node_ip.to_string(),
             runtime: runtime.clone(),
             recorder: Recorder::new(
                 shared.store.clone(),
@@ -107,6 +115,21 @@ impl Kubelet {
                 tracing::warn!(error = %ErrorChain(&e), "CRI server ended");
             }
         }));
+
+        tasks.push(
+            super::kubelet_server::spawn(
+                shared,
+                &spec.name,
+                node_ip,
+                kubelet.online.subscribe(),
+                shared.stop.subscribe(),
+            )
+            .await
+            .map_err(|source| NodeError::KubeletServer {
+                node: spec.name.clone(),
+                source,
+            })?,
+        );
 
         let (tx, rx) = mpsc::unbounded_channel();
         shared.hub.add_kubelet(&spec.name, tx.clone());

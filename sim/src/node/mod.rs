@@ -26,6 +26,7 @@ mod expand;
 mod failures;
 mod hub;
 mod kubelet;
+mod kubelet_server;
 pub mod local_images;
 pub mod logs;
 mod placement;
@@ -79,6 +80,23 @@ pub enum NodeError {
     PodNotRunning(String),
     #[error("marking pod {pod} as evicted")]
     Evict { pod: String, source: Box<ApiError> },
+    #[error("no address left for node {node}: node {index} does not fit in {range}")]
+    NoAddress { node: String, index: u16, range: String },
+    #[error("starting the kubelet server of node {node}")]
+    KubeletServer {
+        node: String,
+        source: kubelet_server::KubeletServerError,
+    },
+}
+
+/// What nodes need from the sim's network: their addresses and pod ranges, and the CA that
+/// signs their kubelets' serving certificates.
+#[derive(Debug, Clone)]
+pub struct NodeNetwork {
+    pub addresses: crate::network::Addresses,
+    pub pki: crate::tls::Pki,
+    /// [`crate::network::Network::stopped`]: the kubelet servers close with the network.
+    pub stopped: watch::Receiver<bool>,
 }
 
 /// What every node component shares.
@@ -86,6 +104,7 @@ pub(crate) struct Shared {
     pub store: Store,
     pub data_dir: PathBuf,
     pub config: NodesConfig,
+    pub network: NodeNetwork,
     pub hub: Arc<hub::Hub>,
     /// What each running Spark driver's executor allocator has done.
     pub allocations: allocation::AllocationLog,
@@ -178,6 +197,7 @@ impl NodeCluster {
         data_dir: PathBuf,
         config: NodesConfig,
         service_account_tokens: Arc<crate::service_account_tokens::TokenSigner>,
+        network: NodeNetwork,
     ) -> Result<NodeCluster, NodeError> {
         let (sched_tx, sched_rx) = mpsc::unbounded_channel();
         let (gc_tx, gc_rx) = mpsc::unbounded_channel();
@@ -192,6 +212,7 @@ impl NodeCluster {
             store: store.clone(),
             data_dir,
             config: config.clone(),
+            network,
             hub: hub.clone(),
             allocations: allocation::AllocationLog::default(),
             service_account_tokens,

@@ -33,11 +33,6 @@ pub(crate) fn micro_time(ts: jiff::Timestamp) -> String {
     ts.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
 }
 
-/// The node's address on the simulated host network.
-pub(crate) fn host_ip(index: u16) -> String {
-    format!("172.18.{}.{}", index / 250, index % 250 + 2)
-}
-
 fn node_object(spec: &NodeSpec, pod_cidr: &str) -> Value {
     let mut labels = json!({
         "beta.kubernetes.io/arch": "amd64",
@@ -117,7 +112,7 @@ pub(crate) fn conditions(ready: bool, now: &str, ready_since: &str) -> Value {
     ])
 }
 
-fn node_status(spec: &NodeSpec, index: u16, now: &str) -> Value {
+fn node_status(spec: &NodeSpec, node_ip: &str, now: &str) -> Value {
     let resources = json!({
         "cpu": spec.cpu,
         "memory": spec.memory,
@@ -131,8 +126,8 @@ fn node_status(spec: &NodeSpec, index: u16, now: &str) -> Value {
         "capacity": resources,
         "allocatable": resources,
         "conditions": conditions(true, now, now),
-        "addresses": [{ "type": "InternalIP", "address": host_ip(index) }, { "type": "Hostname", "address": spec.name }],
-        "daemonEndpoints": { "kubeletEndpoint": { "Port": 10250 } },
+        "addresses": [{ "type": "InternalIP", "address": node_ip }, { "type": "Hostname", "address": spec.name }],
+        "daemonEndpoints": { "kubeletEndpoint": { "Port": crate::network::KUBELET_PORT } },
         "nodeInfo": {
             "machineID": id,
             "systemUUID": uuid::Uuid::new_v4().to_string(),
@@ -149,8 +144,9 @@ fn node_status(spec: &NodeSpec, index: u16, now: &str) -> Value {
     })
 }
 
-/// Registers the node (Node, its status, its Lease). An existing Node is taken over.
-pub(crate) async fn register(store: &Store, spec: &NodeSpec, index: u16, pod_cidr: &str) -> Result<(), ApiError> {
+/// Registers the node (Node, its status, its Lease) with its InternalIP and pod CIDR (from the
+/// sim's loopback ranges). An existing Node is taken over.
+pub(crate) async fn register(store: &Store, spec: &NodeSpec, node_ip: &str, pod_cidr: &str) -> Result<(), ApiError> {
     let node = match store
         .create(&nodes_gvr(), "", node_object(spec, pod_cidr), &opts())
         .await
@@ -160,7 +156,7 @@ pub(crate) async fn register(store: &Store, spec: &NodeSpec, index: u16, pod_cid
         Err(e) => return Err(e),
     };
     let now = crate::meta::now_rfc3339();
-    let status = json!({ "status": node_status(spec, index, &now) });
+    let status = json!({ "status": node_status(spec, node_ip, &now) });
     store
         .patch(
             &nodes_gvr(),

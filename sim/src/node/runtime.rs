@@ -82,7 +82,8 @@ struct State {
 
 /// One node's runtime.
 pub struct Runtime {
-    /// The node's pod CIDR, a /24: `10.244.<n>.0/24`.
+    /// The first three octets of the node's pod CIDR, a /24 of the sim's `--cluster-cidr`
+    /// (`127.B.<128+n-1>.0/24` by default).
     pod_net: [u8; 3],
     state: Mutex<State>,
     events: broadcast::Sender<cri::ContainerEventResponse>,
@@ -150,10 +151,13 @@ pub fn image_digest_ref(image: &str) -> String {
 }
 
 impl Runtime {
-    pub fn new(pod_net: [u8; 3]) -> Self {
+    /// A runtime whose network plugin (host-local, as containerd's CNI) allocates from
+    /// `pod_cidr`, a /24 (a longer prefix is widened to its /24).
+    pub fn new(pod_cidr: crate::network::Ipv4Cidr) -> Self {
         let (events, _) = broadcast::channel(EVENT_BUFFER);
+        let [a, b, c, _] = pod_cidr.base().octets();
         Self {
-            pod_net,
+            pod_net: [a, b, c],
             state: Mutex::new(State {
                 next_ip: 2,
                 ..State::default()
@@ -576,11 +580,11 @@ mod tests {
 
     #[test]
     fn lifecycle_events_and_statuses() {
-        let rt = Runtime::new([10, 244, 1]);
+        let rt = Runtime::new("127.9.129.0/24".parse().unwrap());
         let mut events = rt.subscribe();
         let pod = json!({ "metadata": { "name": "p", "namespace": "ns", "uid": "u1", "labels": { "app": "x" } } });
         let (sb, ip) = rt.run_sandbox(&pod, 0).unwrap();
-        assert_eq!(ip.to_string(), "10.244.1.2");
+        assert_eq!(ip.to_string(), "127.9.129.2");
         let cfg = ContainerConfig {
             name: "c".into(),
             attempt: 0,

@@ -42,6 +42,9 @@ pub struct StoreConfig {
     pub max_object_bytes: usize,
     /// Paginated list snapshots kept for `continue` tokens.
     pub continue_limit: usize,
+    /// Where Services' cluster IPs come from (kube-apiserver's `--service-cluster-ip-range`);
+    /// a `Sim` sets its own, a bare store uses kubeadm's default 10.96.0.0/12.
+    pub service_cluster_ip_range: crate::network::Ipv4Cidr,
 }
 
 impl Default for StoreConfig {
@@ -50,6 +53,7 @@ impl Default for StoreConfig {
             history_limit: 10_000,
             max_object_bytes: 1536 * 1024,
             continue_limit: 256,
+            service_cluster_ip_range: crate::network::Ipv4Cidr::new(std::net::Ipv4Addr::new(10, 96, 0, 0), 12),
         }
     }
 }

@@ -192,7 +192,15 @@ impl Store {
         }
         if (info.group.as_str(), info.kind.as_str()) == ("", "Service") {
             let taken = self.service_ips();
-            defaults::allocate_service_ip(&mut stored, &|ip| taken.iter().any(|t| t == ip));
+            let range = self.inner.config.service_cluster_ip_range;
+            defaults::allocate_service_ip(&mut stored, &range, &|ip| taken.iter().any(|t| t == ip)).map_err(
+                |e| match e {
+                    defaults::ClusterIpError::Invalid(cause) => {
+                        ApiError::invalid(&info.group, &info.kind, meta::name(&stored), vec![cause])
+                    }
+                    full @ defaults::ClusterIpError::RangeFull => ApiError::Internal(full.to_string()),
+                },
+            )?;
         }
 
         let mut causes = Vec::new();
@@ -798,6 +806,9 @@ fn prepare_update(info: &ResourceInfo, current: &Value, mut new: Value, part: Pa
                 meta::remove(&mut new, f);
             }
         }
+    }
+    if (info.group.as_str(), info.kind.as_str()) == ("", "Service") {
+        defaults::keep_service_ip(current, &mut new);
     }
     if info.status_subresource && !matches!(part, Part::Binding(_)) {
         match current.get("status") {
