@@ -752,7 +752,8 @@ async fn hosts_resolv_and_hostname_files() {
     f.create(
         "services",
         "kube-system",
-        json!({ "metadata": { "name": "kube-dns" }, "spec": { "clusterIP": "127.96.0.10", "ports": [{ "name": "dns", "port": 53, "protocol": "UDP" }] } }),
+        // A bare store allocates from kubeadm's default range, 10.96.0.0/12.
+        json!({ "metadata": { "name": "kube-dns" }, "spec": { "clusterIP": "10.96.0.10", "ports": [{ "name": "dns", "port": 53, "protocol": "UDP" }] } }),
     )
     .await;
     let mut sub = pod(json!({ "hostname": "web-0", "subdomain": "web", "setHostnameAsFQDN": true }));
@@ -766,7 +767,7 @@ async fn hosts_resolv_and_hostname_files() {
     );
     let resolv = read(&mount(&v, "/etc/resolv.conf").source);
     assert!(
-        resolv.contains("\nnameserver 127.96.0.10\noptions ndots:5\n"),
+        resolv.contains("\nnameserver 10.96.0.10\noptions ndots:5\n"),
         "{resolv}"
     );
 
@@ -783,7 +784,7 @@ async fn hosts_resolv_and_hostname_files() {
     let v = f.view(&merged).unwrap();
     let resolv = read(&mount(&v, "/etc/resolv.conf").source);
     assert!(
-        resolv.contains("nameserver 127.96.0.10\nnameserver 127.0.0.54\noptions ndots:1\n"),
+        resolv.contains("nameserver 10.96.0.10\nnameserver 127.0.0.54\noptions ndots:1\n"),
         "{resolv}"
     );
     let default = pod(json!({ "dnsPolicy": "Default" }));
