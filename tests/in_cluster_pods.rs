@@ -65,7 +65,42 @@ fn rustls_pemfile_certs(pem: &str) -> Vec<CertificateDer<'static>> {
         .collect()
 }
 
-fn replica(name: &str, config_map: &str) -> Pod {
+/// Every log file of the pod's containers, for a failure message.
+fn container_logs(cluster: &Cluster, pod: &Pod) -> String {
+    let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) else {
+        return "(not scheduled)".to_owned();
+    };
+    let dir = cluster.sim.nodes().node(&node).unwrap().log_dir().join(format!(
+        "default_{}_{}",
+        pod.metadata.name.clone().unwrap_or_default(),
+        pod.metadata.uid.clone().unwrap_or_default()
+    ));
+    let mut out = String::new();
+    for entry in walk(&dir) {
+        out.push_str(&format!(
+            "== {}\n{}\n",
+            entry.display(),
+            std::fs::read_to_string(&entry).unwrap_or_default()
+        ));
+    }
+    out
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files.sort();
+    files
+}
+
+fn replica_pod(name: &str, config_map: &str) -> Pod {
     serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": { "name": name, "labels": { "app": "spark-operator" } },
@@ -139,7 +174,7 @@ async fn two_replicas_read_their_own_config_map_at_the_same_path_and_call_the_ap
     for replica in ["a", "b"] {
         pods.create(
             &PostParams::default(),
-            &replica(&format!("operator-{replica}"), &format!("webhook-{replica}")),
+            &replica_pod(&format!("operator-{replica}"), &format!("webhook-{replica}")),
         )
         .await
         .unwrap();
@@ -152,26 +187,22 @@ async fn two_replicas_read_their_own_config_map_at_the_same_path_and_call_the_ap
         let deadline = tokio::time::Instant::now() + LIMIT;
         loop {
             let pod = pods.get(&name).await.unwrap();
-            let status = pod.status.unwrap_or_default();
+            let status = pod.status.clone().unwrap_or_default();
             let ready = status
                 .conditions
+                .as_deref()
                 .unwrap_or_default()
                 .iter()
                 .any(|c| c.type_ == "Ready" && c.status == "True");
             if ready {
-                ips.push(status.pod_ip.unwrap());
+                ips.push(status.pod_ip.clone().unwrap());
                 break;
             }
             if tokio::time::Instant::now() > deadline {
-                let log = std::fs::read_dir(cluster.sim.nodes().node("sim-node-1").unwrap().log_dir())
-                    .map(|d| {
-                        d.flatten()
-                            .map(|e| e.path().display().to_string())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    })
-                    .unwrap_or_default();
-                panic!("{name} not ready within {LIMIT:?}; status {status:?}; logs under {log}");
+                panic!(
+                    "{name} not ready within {LIMIT:?}; status {status:?}; its log:\n{}",
+                    container_logs(&cluster, &pod)
+                );
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
