@@ -163,7 +163,7 @@ async fn a_process_pod_reaches_another_through_its_service_and_the_api_server_pr
     let (sim, _dir) = start(2).await;
     let store = sim.store();
     create(
-        &store,
+        store,
         "configmaps",
         json!({
             "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "site" },
@@ -171,9 +171,9 @@ async fn a_process_pod_reaches_another_through_its_service_and_the_api_server_pr
         }),
     )
     .await;
-    create(&store, "pods", web_pod(Some("sim-node-1"))).await;
+    create(store, "pods", web_pod(Some("sim-node-1"))).await;
     create(
-        &store,
+        store,
         "services",
         json!({
             "apiVersion": "v1", "kind": "Service", "metadata": { "name": "web" },
@@ -181,14 +181,14 @@ async fn a_process_pod_reaches_another_through_its_service_and_the_api_server_pr
         }),
     )
     .await;
-    let web = until(&store, "web", "Ready", ready).await;
+    let web = until(store, "web", "Ready", ready).await;
     let web_ip = web["status"]["podIP"].as_str().unwrap().to_owned();
     assert!(web_ip.starts_with("127."), "pod address {web_ip} is not on loopback");
 
     // Another process pod, on the other node, through the Service: short name, namespaced names and
     // the service-link environment (the Service existed before the pod).
     create(
-        &store,
+        store,
         "pods",
         json!({
             "apiVersion": "v1", "kind": "Pod",
@@ -201,7 +201,7 @@ async fn a_process_pod_reaches_another_through_its_service_and_the_api_server_pr
         }),
     )
     .await;
-    let client = until(&store, "client", "finished", |p| {
+    let client = until(store, "client", "finished", |p| {
         matches!(phase(p), "Succeeded" | "Failed")
     })
     .await;
