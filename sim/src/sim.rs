@@ -33,6 +33,9 @@ pub struct SimConfig {
     /// NamespaceLifecycle and ServiceAccount admission with their controllers (see
     /// [`crate::admission::builtin`]).
     pub builtin_admission: bool,
+    /// Pod Security admission (see [`crate::admission::pod_security`]); on by default, as in
+    /// kube-apiserver.
+    pub pod_security_admission: bool,
     /// Publish the `kube-root-ca.crt` ConfigMap in every namespace, as real clusters do. Off by
     /// default: tests that count the objects of a namespace do not expect it yet.
     pub root_ca_configmap: bool,
@@ -54,6 +57,7 @@ impl SimConfig {
             garbage_collector: true,
             admission_webhooks: true,
             builtin_admission: true,
+            pod_security_admission: true,
             root_ca_configmap: false,
             nodes: crate::node::NodesConfig::default(),
             network: crate::network::NetworkConfig::default(),
@@ -125,6 +129,7 @@ impl Sim {
         let store = Store::new(store_config);
         let admission = crate::admission::AdmissionConfig {
             builtin: config.builtin_admission,
+            pod_security: config.pod_security_admission,
             webhooks: config.admission_webhooks,
             root_ca_pem: config.root_ca_configmap.then(|| pki.ca_cert_pem.clone()),
         };

@@ -3,10 +3,11 @@
 //! [`crate::admission_seam`], plus the controllers they depend on.
 //!
 //! [`install`] registers them in the apiserver's order: NamespaceLifecycle, ServiceAccount,
-//! then the webhooks (mutating webhooks after the built-in mutations, validating webhooks in the
-//! validating phase).
+//! PodSecurity ([`pod_security`], validating only), then the webhooks (mutating webhooks after
+//! the built-in mutations, validating webhooks in the validating phase after PodSecurity).
 
 pub mod builtin;
+pub mod pod_security;
 pub mod webhooks;
 
 use std::sync::Arc;
@@ -19,6 +20,8 @@ use crate::store::Store;
 pub struct AdmissionConfig {
     /// NamespaceLifecycle and ServiceAccount, with the namespace and service-account controllers.
     pub builtin: bool,
+    /// Pod Security admission (the `PodSecurity` plugin, on in every real cluster since 1.25).
+    pub pod_security: bool,
     /// Mutating and validating admission webhooks.
     pub webhooks: bool,
     /// The cluster CA (PEM), published as the `kube-root-ca.crt` ConfigMap in every namespace.
@@ -29,6 +32,7 @@ impl Default for AdmissionConfig {
     fn default() -> Self {
         Self {
             builtin: true,
+            pod_security: true,
             webhooks: true,
             root_ca_pem: None,
         }
@@ -47,6 +51,9 @@ pub fn install(store: &Store, config: &AdmissionConfig) -> Vec<BackgroundTask> {
             store,
             config.root_ca_pem.clone(),
         ));
+    }
+    if config.pod_security {
+        store.add_admission_plugin(Arc::new(pod_security::PodSecurity::new(store.clone())));
     }
     if config.webhooks {
         store.add_admission_plugin(Arc::new(webhooks::WebhookAdmission::new(store.clone())));
