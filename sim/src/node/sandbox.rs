@@ -46,7 +46,7 @@ const STAGE: &str = "/.kube-sim-mounts";
 pub(crate) enum SandboxError {
     #[error("failed to create containerd task: {0}")]
     Unsupported(String),
-    #[error("failed to create containerd task: failed to prepare {path}: {source}")]
+    #[error("failed to create containerd task: failed to prepare {path}")]
     Scratch {
         path: String,
         #[source]
@@ -54,7 +54,7 @@ pub(crate) enum SandboxError {
     },
     #[error("failed to create containerd task: scratch path {0:?} cannot be used in overlay mount options")]
     BadPath(String),
-    #[error("failed to create containerd task: failed to start the container process: {0}")]
+    #[error("failed to create containerd task: failed to start the container process")]
     Spawn(#[source] std::io::Error),
     #[error(
         "failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: {0}: unknown"
