@@ -247,16 +247,16 @@ async fn install_upgrade_and_uninstall_a_release() {
         (Some("deployed"), Some(1)),
         "{release}"
     );
-    let config = get(&store, "", "configmaps", "r1-config").expect("ConfigMap r1-config");
+    let config = get(store, "", "configmaps", "r1-config").expect("ConfigMap r1-config");
     assert_eq!(config["data"]["message"], "hello");
     helm_owned(&config, "r1");
-    let service = get(&store, "", "services", "r1-web").expect("Service r1-web");
+    let service = get(store, "", "services", "r1-web").expect("Service r1-web");
     helm_owned(&service, "r1");
     assert_eq!(service["spec"]["ports"].as_array().map(Vec::len), Some(1), "{service}");
-    let deployment = get(&store, "apps", "deployments", "r1-web").expect("Deployment r1-web");
+    let deployment = get(store, "apps", "deployments", "r1-web").expect("Deployment r1-web");
     helm_owned(&deployment, "r1");
     assert_eq!(deployment["spec"]["replicas"], 1);
-    let secrets = release_secrets(&store, "r1");
+    let secrets = release_secrets(store, "r1");
     assert_eq!(secrets.len(), 1, "{secrets:#?}");
     assert_eq!(secrets[0]["metadata"]["name"], "sh.helm.release.v1.r1.v1");
     assert_eq!(secrets[0]["type"], "helm.sh/release.v1");
@@ -264,12 +264,12 @@ async fn install_upgrade_and_uninstall_a_release() {
     assert_eq!(secrets[0]["metadata"]["labels"]["version"], "1");
     // The pre-install hook with hook-succeeded was created (Helm v4 creates with server-side apply: a patch that
     // answers 201), then deleted once the phase succeeded; the one with before-hook-creation stays.
-    assert_eq!(get(&store, "", "configmaps", "r1-pre-install-scratch"), None);
+    assert_eq!(get(store, "", "configmaps", "r1-pre-install-scratch"), None);
     let events = sim.audit().events();
     let scratch = writes(&events, "configmaps", "r1-pre-install-scratch");
     assert_eq!(scratch.first().map(String::as_str), Some("patch 201"), "{scratch:?}");
     assert_eq!(scratch.last().map(String::as_str), Some("delete 200"), "{scratch:?}");
-    let first_deploy = get(&store, "", "configmaps", "r1-last-deploy").expect("hook r1-last-deploy");
+    let first_deploy = get(store, "", "configmaps", "r1-last-deploy").expect("hook r1-last-deploy");
     assert_eq!(first_deploy["data"]["message"], "hello");
     let status = helm.ok(&sim, "status", &["r1"]).await;
     assert_eq!(status["status"], "deployed", "{status}");
@@ -297,10 +297,10 @@ async fn install_upgrade_and_uninstall_a_release() {
         "{release}"
     );
     assert_eq!(
-        get(&store, "", "configmaps", "r1-config").unwrap()["data"]["message"],
+        get(store, "", "configmaps", "r1-config").unwrap()["data"]["message"],
         "bye"
     );
-    let upgraded = get(&store, "apps", "deployments", "r1-web").unwrap();
+    let upgraded = get(store, "apps", "deployments", "r1-web").unwrap();
     assert_eq!(upgraded["spec"]["replicas"], 2);
     let checksum = "/spec/template/metadata/annotations/checksum~1config";
     assert_ne!(
@@ -309,9 +309,9 @@ async fn install_upgrade_and_uninstall_a_release() {
         "the pod template follows the config"
     );
     // Applying the Service again (its port has no protocol) keeps one port.
-    let service = get(&store, "", "services", "r1-web").unwrap();
+    let service = get(store, "", "services", "r1-web").unwrap();
     assert_eq!(service["spec"]["ports"].as_array().map(Vec::len), Some(1), "{service}");
-    let secrets = release_secrets(&store, "r1");
+    let secrets = release_secrets(store, "r1");
     let states: Vec<(&str, &str)> = secrets
         .iter()
         .map(|s| {
@@ -328,7 +328,7 @@ async fn install_upgrade_and_uninstall_a_release() {
             ("sh.helm.release.v1.r1.v2", "deployed")
         ]
     );
-    let second_deploy = get(&store, "", "configmaps", "r1-last-deploy").unwrap();
+    let second_deploy = get(store, "", "configmaps", "r1-last-deploy").unwrap();
     assert_eq!(second_deploy["data"]["message"], "bye");
     assert_ne!(
         second_deploy["metadata"]["uid"], first_deploy["metadata"]["uid"],
@@ -341,10 +341,10 @@ async fn install_upgrade_and_uninstall_a_release() {
         .ok(&sim, "uninstall", &["r1", "--wait", "watcher", "--timeout", "60"])
         .await;
     assert_eq!(result["release"]["status"], "uninstalled", "{result}");
-    assert_eq!(get(&store, "", "configmaps", "r1-config"), None);
-    assert_eq!(get(&store, "", "services", "r1-web"), None);
-    assert_eq!(get(&store, "apps", "deployments", "r1-web"), None);
-    assert_eq!(release_secrets(&store, "r1"), Vec::<Value>::new());
+    assert_eq!(get(store, "", "configmaps", "r1-config"), None);
+    assert_eq!(get(store, "", "services", "r1-web"), None);
+    assert_eq!(get(store, "apps", "deployments", "r1-web"), None);
+    assert_eq!(release_secrets(store, "r1"), Vec::<Value>::new());
     let events = sim.audit().events();
     for secret in ["sh.helm.release.v1.r1.v1", "sh.helm.release.v1.r1.v2"] {
         assert!(
@@ -355,7 +355,7 @@ async fn install_upgrade_and_uninstall_a_release() {
     let scratch = writes(&events, "configmaps", "r1-pre-delete-scratch");
     assert_eq!(scratch, ["patch 201", "delete 200"], "pre-delete hook");
     // Hook objects are not part of the release's manifest: Helm leaves them, as on a real cluster.
-    assert!(get(&store, "", "configmaps", "r1-last-deploy").is_some());
+    assert!(get(store, "", "configmaps", "r1-last-deploy").is_some());
     let gone = helm
         .run(&["status", "r1", "--kubeconfig", sim.kubeconfig_path().to_str().unwrap()])
         .await
@@ -422,29 +422,26 @@ async fn hook_jobs_act_with_their_service_account() {
         )
         .await;
     assert_eq!(release["status"], "deployed", "{release}");
-    let made = get(&store, "", "configmaps", "r1-made-by-pre-install").expect("the pre-install Job's ConfigMap");
+    let made = get(store, "", "configmaps", "r1-made-by-pre-install").expect("the pre-install Job's ConfigMap");
     assert_eq!(made["data"]["made-by"], "pre-install hook");
     // hook-succeeded: the Jobs and their ServiceAccount, Role and RoleBinding are gone again.
-    assert_eq!(get(&store, "batch", "jobs", "r1-pre-install"), None);
-    assert_eq!(get(&store, "", "serviceaccounts", "r1-hook"), None);
-    assert_eq!(get(&store, "rbac.authorization.k8s.io", "roles", "r1-hook"), None);
-    assert_eq!(
-        get(&store, "rbac.authorization.k8s.io", "rolebindings", "r1-hook"),
-        None
-    );
-    let deployment = get(&store, "apps", "deployments", "r1-web").unwrap();
+    assert_eq!(get(store, "batch", "jobs", "r1-pre-install"), None);
+    assert_eq!(get(store, "", "serviceaccounts", "r1-hook"), None);
+    assert_eq!(get(store, "rbac.authorization.k8s.io", "roles", "r1-hook"), None);
+    assert_eq!(get(store, "rbac.authorization.k8s.io", "rolebindings", "r1-hook"), None);
+    let deployment = get(store, "apps", "deployments", "r1-web").unwrap();
     assert_eq!(deployment["status"]["availableReplicas"], 1, "{deployment}");
 
     helm.ok(&sim, "uninstall", &["r1", "--wait", "watcher", "--timeout", "180"])
         .await;
     assert_eq!(
-        get(&store, "", "configmaps", "r1-made-by-pre-install"),
+        get(store, "", "configmaps", "r1-made-by-pre-install"),
         None,
         "the pre-delete Job deleted it"
     );
-    assert_eq!(get(&store, "batch", "jobs", "r1-pre-delete"), None);
-    assert_eq!(get(&store, "apps", "deployments", "r1-web"), None);
-    assert_eq!(release_secrets(&store, "r1"), Vec::<Value>::new());
+    assert_eq!(get(store, "batch", "jobs", "r1-pre-delete"), None);
+    assert_eq!(get(store, "apps", "deployments", "r1-web"), None);
+    assert_eq!(release_secrets(store, "r1"), Vec::<Value>::new());
     // The Deployment's and the Jobs' pods go with them (the garbage collector, background propagation).
     let mut pods = Value::Null;
     for _ in 0..600 {
