@@ -23,9 +23,15 @@ pub struct ApplyRequest<'a> {
 /// Applies `req.applied` onto `live` (None when the object does not exist yet) and returns the
 /// new object with its managedFields, or the 409 the real apiserver returns for conflicts.
 pub fn apply(live: Option<&Value>, req: &ApplyRequest<'_>) -> Result<Value, ApiError> {
-    let empty = json!({});
-    let live_obj = live.unwrap_or(&empty);
+    let mut live_obj = live.cloned().unwrap_or_else(|| json!({}));
+    // Items that leave a defaulted key field out are matched (and written) with the default, as
+    // structured-merge-diff does; the manager still owns only the fields it sent.
+    fill_key_defaults(&mut live_obj, &req.schema, &mut Vec::new());
+    let live_obj = &live_obj;
     let applied_set = FieldSet::of(req.applied, &req.schema, false);
+    let mut keyed = req.applied.clone();
+    fill_key_defaults(&mut keyed, &req.schema, &mut Vec::new());
+    let applied = &keyed;
     let mut entries = managed_fields::read(live_obj);
     let me = ManagedEntry {
         manager: req.manager.to_string(),
@@ -50,7 +56,7 @@ pub fn apply(live: Option<&Value>, req: &ApplyRequest<'_>) -> Result<Value, ApiE
             let Some(live_value) = value_at(live_obj, p) else {
                 continue;
             };
-            if Some(live_value) == value_at(req.applied, p) {
+            if Some(live_value) == value_at(applied, p) {
                 continue;
             }
             for e in entries
@@ -66,7 +72,7 @@ pub fn apply(live: Option<&Value>, req: &ApplyRequest<'_>) -> Result<Value, ApiE
     }
 
     let mut merged = live_obj.clone();
-    merge_into(&mut merged, req.applied, &req.schema, &mut Vec::new());
+    merge_into(&mut merged, applied, &req.schema, &mut Vec::new());
 
     // Fields this manager applied before but not now go, unless someone else owns them too.
     let others: Vec<&ManagedEntry> = entries.iter().filter(|e| !e.same_slot(&me)).collect();
@@ -165,6 +171,38 @@ fn conflict_error(conflicts: &[(String, FieldPath)]) -> ApiError {
         reason: "Conflict".into(),
         message,
         details: Some(json!({ "causes": causes })),
+    }
+}
+
+/// Writes the schema's default into every associative-list item that lacks a defaulted key field.
+fn fill_key_defaults(value: &mut Value, schema: &KindSchema<'_>, names: &mut Vec<String>) {
+    match value {
+        Value::Object(m) => {
+            for (k, v) in m.iter_mut() {
+                names.push(k.clone());
+                fill_key_defaults(v, schema, names);
+                names.pop();
+            }
+        }
+        Value::Array(items) => {
+            let path: Vec<&str> = names.iter().map(String::as_str).collect();
+            let defaults: Vec<(String, Value)> = match schema.list_type(&path) {
+                ListType::Map(keys) => keys
+                    .into_iter()
+                    .filter_map(|k| schema.key_default(&path, &k).map(|d| (k, d)))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            for item in items.iter_mut() {
+                if let Value::Object(fields) = item {
+                    for (k, d) in &defaults {
+                        fields.entry(k.clone()).or_insert_with(|| d.clone());
+                    }
+                }
+                fill_key_defaults(item, schema, names);
+            }
+        }
+        _ => {}
     }
 }
 
@@ -301,6 +339,38 @@ mod tests {
         let live = apply(Some(&live), &req(&a2, "alice", false)).unwrap();
         assert_eq!(live["metadata"]["labels"], json!({ "x": "1" }));
         assert_eq!(live["spec"]["replicas"], 3, "owned by bob, kept");
+    }
+
+    #[test]
+    fn a_key_field_left_out_is_its_default() {
+        // Helm v4 applies a chart's Service without `protocol`; the stored port has the default.
+        let applied = json!({ "apiVersion": "v1", "kind": "Service", "metadata": { "name": "s" },
+            "spec": { "ports": [{ "name": "http", "port": 80, "targetPort": "http" }] } });
+        let live = json!({ "apiVersion": "v1", "kind": "Service", "metadata": { "name": "s" },
+            "spec": { "ports": [{ "name": "http", "port": 80, "protocol": "TCP", "targetPort": "http" }] } });
+        let first = apply(Some(&live), &svc_req(&applied)).unwrap();
+        assert_eq!(first["spec"]["ports"], live["spec"]["ports"]);
+        let fields = &first["metadata"]["managedFields"][0]["fieldsV1"]["f:spec"]["f:ports"];
+        let item = &fields[r#"k:{"port":80,"protocol":"TCP"}"#];
+        assert!(item.get("f:port").is_some(), "{fields}");
+        assert!(
+            item.get("f:protocol").is_none(),
+            "only what was sent is owned: {fields}"
+        );
+        let again = apply(Some(&first), &svc_req(&applied)).unwrap();
+        assert_eq!(again["spec"]["ports"], live["spec"]["ports"]);
+    }
+
+    fn svc_req(applied: &Value) -> ApplyRequest<'_> {
+        ApplyRequest {
+            applied,
+            schema: KindSchema::new("", "Service", None),
+            manager: "helm",
+            api_version: "v1",
+            subresource: "",
+            force: false,
+            now: "2024-01-01T00:00:00Z",
+        }
     }
 
     #[test]

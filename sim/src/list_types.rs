@@ -59,6 +59,32 @@ impl<'a> KindSchema<'a> {
         }
     }
 
+    /// The default of a key field of the associative list at `path`, which structured-merge-diff uses for items
+    /// that leave the key out (`getAssociativeKeyDefault`): a Service port applied without `protocol` is the
+    /// stored `{port: 80, protocol: TCP}`, not a second port. Built-ins: the `default`s of k8s' OpenAPI.
+    pub fn key_default(&self, path: &[&str], key: &str) -> Option<Value> {
+        match self.crd_schema {
+            Some(schema) => {
+                let list = schema_at(schema, path)?;
+                list.get("items")?.get("properties")?.get(key)?.get("default").cloned()
+            }
+            None => {
+                let ports = match (self.group, self.kind, path) {
+                    ("", "Service", ["spec", "ports"]) => true,
+                    (group, kind, path) => pod_spec_prefix(group, kind).is_some_and(|prefix| {
+                        path.len() == prefix.len() + 2
+                            && path[..prefix.len()] == *prefix
+                            && matches!(
+                                &path[prefix.len()..],
+                                ["containers" | "initContainers" | "ephemeralContainers", "ports"]
+                            )
+                    }),
+                };
+                (ports && key == "protocol").then(|| Value::String("TCP".into()))
+            }
+        }
+    }
+
     /// Whether the map at `path` is atomic (`x-kubernetes-map-type: atomic`); built-in atomic
     /// structs (label selectors, ...) are treated as granular, which only matters for ownership.
     pub fn map_is_atomic(&self, path: &[&str]) -> bool {
@@ -193,5 +219,23 @@ mod tests {
         assert_eq!(k.list_type(&["spec", "items"]), keys(&["id"]));
         assert_eq!(k.list_type(&["spec", "items", "tags"]), ListType::Set);
         assert_eq!(k.list_type(&["spec", "plain"]), ListType::Atomic);
+    }
+
+    #[test]
+    fn key_defaults() {
+        let svc = KindSchema::new("", "Service", None);
+        assert_eq!(svc.key_default(&["spec", "ports"], "protocol"), Some(json!("TCP")));
+        assert_eq!(svc.key_default(&["spec", "ports"], "port"), None);
+        let deploy = KindSchema::new("apps", "Deployment", None);
+        let ports = ["spec", "template", "spec", "initContainers", "ports"];
+        assert_eq!(deploy.key_default(&ports, "protocol"), Some(json!("TCP")));
+        assert_eq!(deploy.key_default(&["spec", "ports"], "protocol"), None);
+        let schema = json!({ "type": "object", "properties": { "spec": { "type": "object", "properties": {
+            "items": { "type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["id", "zone"],
+                       "items": { "type": "object", "properties": { "id": { "type": "string" }, "zone": { "type": "string", "default": "a" } } } }
+        } } } });
+        let k = KindSchema::new("x.io", "Thing", Some(&schema));
+        assert_eq!(k.key_default(&["spec", "items"], "zone"), Some(json!("a")));
+        assert_eq!(k.key_default(&["spec", "items"], "id"), None);
     }
 }

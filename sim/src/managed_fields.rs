@@ -219,8 +219,8 @@ fn walk<'v>(
                 for item in items {
                     let mut key = Map::new();
                     for k in &keys {
-                        if let Some(v) = item.get(k) {
-                            key.insert(k.clone(), v.clone());
+                        if let Some(v) = item.get(k).cloned().or_else(|| schema.key_default(names, k)) {
+                            key.insert(k.clone(), v);
                         }
                     }
                     path.push(PathElement::Key(Value::Object(key).to_string()));

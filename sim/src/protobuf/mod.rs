@@ -212,8 +212,24 @@ pub fn decode(body: &[u8]) -> Result<Value, ProtobufError> {
     Ok(value)
 }
 
+/// Kinds of `meta/v1` that `metav1.AddToGroupVersion` registers in every group version: client-go's typed
+/// clients send `DeleteOptions` bodies as `v1`, `apps/v1`, ... (Helm's release storage deletes its Secrets so).
+const OPTIONS_IN_EVERY_GROUP_VERSION: &[&str] = &[
+    "ListOptions",
+    "GetOptions",
+    "DeleteOptions",
+    "CreateOptions",
+    "UpdateOptions",
+    "PatchOptions",
+    "WatchEvent",
+];
+
 /// The protobuf message of an apiVersion and kind.
 fn message_for(api_version: &str, kind: &str) -> Option<String> {
+    if OPTIONS_IN_EVERY_GROUP_VERSION.contains(&kind) {
+        let name = format!("apimachinery.pkg.apis.meta.v1.{kind}");
+        return schema().messages.contains_key(&name).then_some(name);
+    }
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
     let package = match group {
         "" => format!("api.core.{version}"),
@@ -492,6 +508,44 @@ mod tests {
         assert_eq!(
             v,
             json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "cm", "namespace": "default", "labels": { "app": "x" } }, "data": { "k": "v" } })
+        );
+    }
+
+    #[test]
+    fn decodes_delete_options_in_any_group_version() {
+        // Byte for byte what Helm's release storage (client-go's typed Secrets client) sends to delete a release
+        // Secret: metav1.DeleteOptions{} as protobuf, typed v1/DeleteOptions.
+        let helm: &[u8] = &[
+            0x6b, 0x38, 0x73, 0x00, 0x0a, 0x13, 0x0a, 0x02, 0x76, 0x31, 0x12, 0x0d, 0x44, 0x65, 0x6c, 0x65, 0x74, 0x65,
+            0x4f, 0x70, 0x74, 0x69, 0x6f, 0x6e, 0x73, 0x12, 0x00, 0x1a, 0x00, 0x22, 0x00,
+        ];
+        assert_eq!(
+            decode(helm).unwrap(),
+            json!({ "apiVersion": "v1", "kind": "DeleteOptions" })
+        );
+        // propagationPolicy = 4, gracePeriodSeconds = 1 (a pointer: 0 is kept), preconditions.uid = 2.1, dryRun = 5.
+        let mut opts = Vec::new();
+        varint(&mut opts, 1 << 3);
+        varint(&mut opts, 0);
+        let mut pre = Vec::new();
+        field(&mut pre, 1, b"u-1");
+        field(&mut opts, 2, &pre);
+        field(&mut opts, 4, b"Foreground");
+        field(&mut opts, 5, b"All");
+        for api_version in ["apps/v1", "batch/v1", "rbac.authorization.k8s.io/v1", "meta.k8s.io/v1"] {
+            assert_eq!(
+                decode(&envelope(api_version, "DeleteOptions", &opts)).unwrap(),
+                json!({ "apiVersion": api_version, "kind": "DeleteOptions", "gracePeriodSeconds": 0,
+                        "preconditions": { "uid": "u-1" }, "propagationPolicy": "Foreground", "dryRun": ["All"] })
+            );
+        }
+        // An option kind without a schema (never sent as a body) is still refused.
+        assert_eq!(
+            decode(&envelope("v1", "ListOptions", &[])).unwrap_err(),
+            ProtobufError::UnknownKind {
+                api_version: "v1".into(),
+                kind: "ListOptions".into()
+            }
         );
     }
 
