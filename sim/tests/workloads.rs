@@ -63,7 +63,10 @@ async fn until(store: &Store, gvr: &Gvr, name: &str, secs: u64, what: &str, pred
             return o.clone();
         }
         if tokio::time::Instant::now() > deadline {
-            panic!("timed out waiting for {} {name} to be {what}; last: {got:#?}", gvr.resource);
+            panic!(
+                "timed out waiting for {} {name} to be {what}; last: {got:#?}",
+                gvr.resource
+            );
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -107,9 +110,10 @@ fn rolled_out(d: &Value, revision: &str) -> bool {
         && n("replicas") == replicas
         && n("availableReplicas") == replicas
         && d["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == revision
-        && d["status"]["conditions"]
-            .as_array()
-            .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Progressing" && c["reason"] == "NewReplicaSetAvailable"))
+        && d["status"]["conditions"].as_array().is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["type"] == "Progressing" && c["reason"] == "NewReplicaSetAvailable")
+        })
 }
 
 fn is_ready(p: &Value) -> bool {
@@ -135,7 +139,11 @@ async fn pod_bounds(store: &Store, start: (u64, HashMap<String, Value>), app: &s
     let end = store.current_rv();
     let mut feed = store.changes(from_rv);
     let (mut max_total, mut min_ready) = (0, usize::MAX);
-    while from_rv < end {
+    // Nothing changed: nothing to replay.
+    if from_rv >= end {
+        return (state.len(), state.values().filter(|p| is_ready(p)).count());
+    }
+    loop {
         let change = common::within("a change", feed.next()).await.unwrap();
         if change.resource.resource == "pods" && change.object["metadata"]["labels"]["app"] == app {
             let name = change.object["metadata"]["name"].as_str().unwrap().to_string();
@@ -152,7 +160,14 @@ async fn pod_bounds(store: &Store, start: (u64, HashMap<String, Value>), app: &s
                 .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
                 .collect();
             if std::env::var_os("WORKLOADS_TRACE").is_some() {
-                eprintln!("{} {:?} {} live={} ready={}", change.rv, change.kind, change.object["metadata"]["name"], live.len(), live.iter().filter(|p| is_ready(p)).count());
+                eprintln!(
+                    "{} {:?} {} live={} ready={}",
+                    change.rv,
+                    change.kind,
+                    change.object["metadata"]["name"],
+                    live.len(),
+                    live.iter().filter(|p| is_ready(p)).count()
+                );
             }
             max_total = max_total.max(live.len());
             min_ready = min_ready.min(live.iter().filter(|p| is_ready(p)).count());
@@ -224,12 +239,21 @@ async fn a_deployment_makes_a_replicaset_and_pods_and_rolls_within_its_bounds() 
         )
         .await
         .unwrap();
-    let d = until(store, &deployments(), "web", 90, "rolled out again", |d| rolled_out(d, "2")).await;
+    let d = until(store, &deployments(), "web", 90, "rolled out again", |d| {
+        rolled_out(d, "2")
+    })
+    .await;
     assert_eq!(d["status"]["observedGeneration"], 2);
     let (max_total, min_ready) = pod_bounds(store, from, "web").await;
     assert!(max_total <= 5, "{max_total} pods at once, maxSurge 1 allows 5");
-    assert!(min_ready >= 3, "only {min_ready} ready pods at a moment, maxUnavailable 1 requires 3");
-    assert!(max_total == 5 || min_ready == 3, "the rollout used neither its surge nor its unavailability");
+    assert!(
+        min_ready >= 3,
+        "only {min_ready} ready pods at a moment, maxUnavailable 1 requires 3"
+    );
+    assert!(
+        max_total == 5 || min_ready == 3,
+        "the rollout used neither its surge nor its unavailability"
+    );
     let rss = list(store, &replicasets(), "app=web");
     assert_eq!(rss.len(), 2, "the old ReplicaSet is kept (revisionHistoryLimit 10)");
     let old = rss
@@ -255,8 +279,10 @@ async fn a_deployment_makes_a_replicaset_and_pods_and_rolls_within_its_bounds() 
             &deployments(),
             "default",
             "web",
-            &PatchBody::Merge(json!({ "spec": { "strategy": { "type": "Recreate", "rollingUpdate": null },
-                "template": { "metadata": { "annotations": { "v": "3" } } } } })),
+            &PatchBody::Merge(
+                json!({ "spec": { "strategy": { "type": "Recreate", "rollingUpdate": null },
+                "template": { "metadata": { "annotations": { "v": "3" } } } } }),
+            ),
             None,
             &opts(),
         )
@@ -298,17 +324,30 @@ async fn scaling_down_removes_unscheduled_pods_first_and_lost_pods_are_replaced(
         .create(&deployments(), "default", deployment("scale", 3, json!({})), &opts())
         .await
         .unwrap();
-    until(store, &deployments(), "scale", 60, "two ready", |d| d["status"]["readyReplicas"] == 2).await;
+    until(store, &deployments(), "scale", 60, "two ready", |d| {
+        d["status"]["readyReplicas"] == 2
+    })
+    .await;
     let ps = list(store, &pods(), "app=scale");
     assert_eq!(ps.len(), 3);
     let pending: Vec<&Value> = ps.iter().filter(|p| p["spec"]["nodeName"].is_null()).collect();
     assert_eq!(pending.len(), 1);
     let pending_name = pending[0]["metadata"]["name"].as_str().unwrap().to_string();
     store
-        .patch(&deployments(), "default", "scale", &PatchBody::Merge(json!({ "spec": { "replicas": 2 } })), None, &opts())
+        .patch(
+            &deployments(),
+            "default",
+            "scale",
+            &PatchBody::Merge(json!({ "spec": { "replicas": 2 } })),
+            None,
+            &opts(),
+        )
         .await
         .unwrap();
-    let d = until(store, &deployments(), "scale", 60, "scaled to 2", |d| rolled_out(d, "1")).await;
+    let d = until(store, &deployments(), "scale", 60, "scaled to 2", |d| {
+        rolled_out(d, "1")
+    })
+    .await;
     assert_eq!(d["status"]["replicas"], 2);
     let names: Vec<String> = list(store, &pods(), "app=scale")
         .iter()
@@ -328,7 +367,9 @@ async fn scaling_down_removes_unscheduled_pods_first_and_lost_pods_are_replaced(
             .into_iter()
             .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
             .collect();
-        d["status"]["availableReplicas"] == 2 && live.len() == 2 && live.iter().all(|p| p["metadata"]["name"] != victim.as_str())
+        d["status"]["availableReplicas"] == 2
+            && live.len() == 2
+            && live.iter().all(|p| p["metadata"]["name"] != victim.as_str())
     })
     .await;
     sim.shutdown().await;
@@ -360,7 +401,11 @@ async fn kubectl(bin: &PathBuf, sim: &Sim, home: &std::path::Path, args: &[&str]
     .expect("kubectl runs");
     (
         out.status.success(),
-        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
     )
 }
 
@@ -377,16 +422,34 @@ async fn kubectl_rollout_status_and_logs_follow_a_deployment() {
         .create(&deployments(), "default", deployment("app", 2, json!({})), &opts())
         .await
         .unwrap();
-    let (ok, out) = kubectl(&bin, &sim, &home, &["rollout", "status", "deployment/app", "--timeout=60s"]).await;
+    let (ok, out) = kubectl(
+        &bin,
+        &sim,
+        &home,
+        &["rollout", "status", "deployment/app", "--timeout=60s"],
+    )
+    .await;
     assert!(ok, "{out}");
     assert!(out.contains("deployment \"app\" successfully rolled out"), "{out}");
     let (ok, out) = kubectl(&bin, &sim, &home, &["logs", "deployment/app"]).await;
     assert!(ok, "{out}");
     assert!(out.contains("hello from app"), "{out}");
     // An image change rolls out again, and rollout status waits for it.
-    let (ok, out) = kubectl(&bin, &sim, &home, &["set", "image", "deployment/app", "main=example.com/web:2"]).await;
+    let (ok, out) = kubectl(
+        &bin,
+        &sim,
+        &home,
+        &["set", "image", "deployment/app", "main=example.com/web:2"],
+    )
+    .await;
     assert!(ok, "{out}");
-    let (ok, out) = kubectl(&bin, &sim, &home, &["rollout", "status", "deployment/app", "--timeout=60s"]).await;
+    let (ok, out) = kubectl(
+        &bin,
+        &sim,
+        &home,
+        &["rollout", "status", "deployment/app", "--timeout=60s"],
+    )
+    .await;
     assert!(ok, "{out}");
     assert!(out.contains("successfully rolled out"), "{out}");
     let d = sim.store().get(&deployments(), "default", "app").unwrap();
@@ -419,13 +482,20 @@ async fn a_daemonset_runs_one_process_pod_per_node_with_its_own_host_path() {
     let _lock = machine_lock();
     let dir = tempfile::tempdir().unwrap();
     let entry = dir.path().join("agent.sh");
-    std::fs::write(&entry, "#!/bin/sh\necho \"$NODE_NAME\" > /host/node.txt\necho written\nexec sleep 3600\n").unwrap();
+    std::fs::write(
+        &entry,
+        "#!/bin/sh\necho \"$NODE_NAME\" > /host/node.txt\necho written\nexec sleep 3600\n",
+    )
+    .unwrap();
     use std::os::unix::fs::PermissionsExt as _;
     std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o755)).unwrap();
     let mut config = SimConfig::new(dir.path().join("data"));
     config.root_ca_configmap = true;
     config.nodes = NodesConfig::with_nodes(3);
-    config.nodes.nodes.push(NodeSpec::new("tainted").taint("dedicated", "gpu", "NoSchedule"));
+    config
+        .nodes
+        .nodes
+        .push(NodeSpec::new("tainted").taint("dedicated", "gpu", "NoSchedule"));
     config.nodes.kubelet.local_images = vec![LocalImage::new(DS_IMAGE, &entry)];
     let sim = Sim::start(config).await.unwrap();
     let store = sim.store();
@@ -463,16 +533,26 @@ async fn a_daemonset_runs_one_process_pod_per_node_with_its_own_host_path() {
     for p in &ps {
         let node = p["spec"]["nodeName"].as_str().unwrap().to_string();
         assert_ne!(node, "tainted");
-        let term = &p["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0];
+        let term = &p["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+            [0];
         assert_eq!(
             term["matchFields"],
             json!([{ "key": "metadata.name", "operator": "In", "values": [node] }])
         );
         let tolerations = p["spec"]["tolerations"].as_array().unwrap();
-        for key in ["node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable", "node.kubernetes.io/unschedulable"] {
+        for key in [
+            "node.kubernetes.io/not-ready",
+            "node.kubernetes.io/unreachable",
+            "node.kubernetes.io/unschedulable",
+        ] {
             assert!(tolerations.iter().any(|t| t["key"] == key), "{key} in {tolerations:?}");
         }
-        assert!(!p["metadata"]["labels"]["controller-revision-hash"].as_str().unwrap().is_empty());
+        assert!(
+            !p["metadata"]["labels"]["controller-revision-hash"]
+                .as_str()
+                .unwrap()
+                .is_empty()
+        );
         nodes.push(node);
     }
     nodes.sort();
@@ -485,18 +565,31 @@ async fn a_daemonset_runs_one_process_pod_per_node_with_its_own_host_path() {
         while !file.exists() && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), node.as_str(), "{}", file.display());
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap().trim(),
+            node.as_str(),
+            "{}",
+            file.display()
+        );
     }
 
     // A new node gets a pod.
     sim.nodes().add_node(NodeSpec::new("late")).await.unwrap();
-    until(store, &daemonsets(), "agent", 60, "on the new node", |d| d["status"]["numberAvailable"] == 4).await;
+    until(store, &daemonsets(), "agent", 60, "on the new node", |d| {
+        d["status"]["numberAvailable"] == 4
+    })
+    .await;
     assert!(
         list(store, &pods(), "app=agent")
             .iter()
             .any(|p| p["spec"]["nodeName"] == "late")
     );
-    let late = sim.nodes().node("late").unwrap().root_dir().join("var/lib/agent/node.txt");
+    let late = sim
+        .nodes()
+        .node("late")
+        .unwrap()
+        .root_dir()
+        .join("var/lib/agent/node.txt");
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while !late.exists() && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -521,33 +614,66 @@ async fn a_daemonset_rolls_one_node_at_a_time_or_waits_for_deletion_with_on_dele
             },
         })
     };
-    store.create(&daemonsets(), "default", ds("roll", json!({})), &opts()).await.unwrap();
     store
-        .create(&daemonsets(), "default", ds("manual", json!({ "type": "OnDelete" })), &opts())
+        .create(&daemonsets(), "default", ds("roll", json!({})), &opts())
+        .await
+        .unwrap();
+    store
+        .create(
+            &daemonsets(),
+            "default",
+            ds("manual", json!({ "type": "OnDelete" })),
+            &opts(),
+        )
         .await
         .unwrap();
     for name in ["roll", "manual"] {
-        until(store, &daemonsets(), name, 60, "available", |d| d["status"]["numberAvailable"] == 3).await;
+        until(store, &daemonsets(), name, 60, "available", |d| {
+            d["status"]["numberAvailable"] == 3
+        })
+        .await;
     }
     let from = pods_now(store, "roll");
-    let bump = PatchBody::Strategic(json!({ "spec": { "template": { "spec": { "containers": [{ "name": "c", "image": "example.com/a:2" }] } } } }));
+    let bump = PatchBody::Strategic(
+        json!({ "spec": { "template": { "spec": { "containers": [{ "name": "c", "image": "example.com/a:2" }] } } } }),
+    );
     for name in ["roll", "manual"] {
-        store.patch(&daemonsets(), "default", name, &bump, None, &opts()).await.unwrap();
+        store
+            .patch(&daemonsets(), "default", name, &bump, None, &opts())
+            .await
+            .unwrap();
     }
     let d = until(store, &daemonsets(), "roll", 90, "updated", |d| {
-        d["status"]["updatedNumberScheduled"] == 3 && d["status"]["numberAvailable"] == 3 && d["status"]["observedGeneration"] == 2
+        d["status"]["updatedNumberScheduled"] == 3
+            && d["status"]["numberAvailable"] == 3
+            && d["status"]["observedGeneration"] == 2
     })
     .await;
     assert_eq!(d["status"]["desiredNumberScheduled"], 3);
     let (_, min_ready) = pod_bounds(store, from, "roll").await;
-    assert!(min_ready >= 2, "maxUnavailable 1 on 3 nodes, but only {min_ready} were ready");
+    assert!(
+        min_ready >= 2,
+        "maxUnavailable 1 on 3 nodes, but only {min_ready} were ready"
+    );
     // OnDelete: nothing changes until a pod is deleted.
     let manual = store.get(&daemonsets(), "default", "manual").unwrap();
     assert_eq!(manual["status"]["observedGeneration"], 2);
-    assert!(manual["status"]["updatedNumberScheduled"].as_i64().unwrap_or(0) == 0, "{manual:#}");
-    let victim = list(store, &pods(), "app=manual")[0]["metadata"]["name"].as_str().unwrap().to_string();
-    store.delete(&pods(), "default", &victim, &Default::default()).await.unwrap();
-    until(store, &daemonsets(), "manual", 60, "one updated", |d| d["status"]["updatedNumberScheduled"] == 1 && d["status"]["numberAvailable"] == 3).await;
+    assert!(
+        manual["status"]["updatedNumberScheduled"].as_i64().unwrap_or(0) == 0,
+        "{manual:#}"
+    );
+    let victim = list(store, &pods(), "app=manual")[0]["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    store
+        .delete(&pods(), "default", &victim, &Default::default())
+        .await
+        .unwrap();
+    until(store, &daemonsets(), "manual", 60, "one updated", |d| {
+        d["status"]["updatedNumberScheduled"] == 1 && d["status"]["numberAvailable"] == 3
+    })
+    .await;
     let revisions = list(store, &Gvr::new("apps", "v1", "controllerrevisions"), "app=roll");
     assert_eq!(revisions.len(), 2, "{revisions:#?}");
     sim.shutdown().await;
@@ -602,7 +728,11 @@ async fn jobs_complete_fail_on_backoff_limit_and_deadline_and_go_after_their_ttl
         .create(
             &jobs(),
             "default",
-            job("ok", json!({ "completions": 2, "parallelism": 1 }), &[("run-time", "200ms")]),
+            job(
+                "ok",
+                json!({ "completions": 2, "parallelism": 1 }),
+                &[("run-time", "200ms")],
+            ),
             &opts(),
         )
         .await
@@ -611,13 +741,22 @@ async fn jobs_complete_fail_on_backoff_limit_and_deadline_and_go_after_their_ttl
         .create(
             &jobs(),
             "default",
-            job("bad", json!({ "backoffLimit": 1 }), &[("run-time", "100ms"), ("exit-code", "1")]),
+            job(
+                "bad",
+                json!({ "backoffLimit": 1 }),
+                &[("run-time", "100ms"), ("exit-code", "1")],
+            ),
             &opts(),
         )
         .await
         .unwrap();
     store
-        .create(&jobs(), "default", job("slow", json!({ "activeDeadlineSeconds": 1 }), &[]), &opts())
+        .create(
+            &jobs(),
+            "default",
+            job("slow", json!({ "activeDeadlineSeconds": 1 }), &[]),
+            &opts(),
+        )
         .await
         .unwrap();
 
@@ -635,7 +774,10 @@ async fn jobs_complete_fail_on_backoff_limit_and_deadline_and_go_after_their_ttl
     assert_eq!(ok["status"]["ready"], 0);
     assert!(ok["status"]["startTime"].is_string() && ok["status"]["completionTime"].is_string());
     let uid = ok["metadata"]["uid"].as_str().unwrap();
-    assert_eq!(ok["spec"]["selector"]["matchLabels"]["batch.kubernetes.io/controller-uid"], uid);
+    assert_eq!(
+        ok["spec"]["selector"]["matchLabels"]["batch.kubernetes.io/controller-uid"],
+        uid
+    );
     let ps = list(store, &pods(), &format!("batch.kubernetes.io/controller-uid={uid}"));
     assert_eq!(ps.len(), 2);
     for p in &ps {
@@ -643,7 +785,10 @@ async fn jobs_complete_fail_on_backoff_limit_and_deadline_and_go_after_their_ttl
         assert_eq!(p["metadata"]["labels"]["job-name"], "ok");
         assert_eq!(p["metadata"]["labels"]["controller-uid"], uid);
         assert_eq!(p["status"]["phase"], "Succeeded");
-        assert!(p["metadata"]["finalizers"].as_array().is_none_or(|f| f.is_empty()), "{p:#}");
+        assert!(
+            p["metadata"]["finalizers"].as_array().is_none_or(|f| f.is_empty()),
+            "{p:#}"
+        );
         assert!(p["metadata"]["name"].as_str().unwrap().starts_with("ok-"));
     }
 
@@ -673,12 +818,22 @@ async fn jobs_complete_fail_on_backoff_limit_and_deadline_and_go_after_their_ttl
 
     // ttlSecondsAfterFinished: the finished Job goes, and its pods with it.
     store
-        .patch(&jobs(), "default", "ok", &PatchBody::Merge(json!({ "spec": { "ttlSecondsAfterFinished": 1 } })), None, &opts())
+        .patch(
+            &jobs(),
+            "default",
+            "ok",
+            &PatchBody::Merge(json!({ "spec": { "ttlSecondsAfterFinished": 1 } })),
+            None,
+            &opts(),
+        )
         .await
         .unwrap();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while store.get(&jobs(), "default", "ok").is_ok() || !list(store, &pods(), "job-name=ok").is_empty() {
-        assert!(tokio::time::Instant::now() < deadline, "the Job or its pods were never deleted");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the Job or its pods were never deleted"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // Without a TTL a finished Job stays.
@@ -713,33 +868,62 @@ async fn a_service_gets_endpoint_slices_of_its_pods() {
         let got = list(store, &slices, "kubernetes.io/service-name=api");
         if let [s] = got.as_slice()
             && s["endpoints"].as_array().is_some_and(|e| e.len() == 2)
-            && s["endpoints"].as_array().unwrap().iter().all(|e| e["conditions"]["ready"] == true)
+            && s["endpoints"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|e| e["conditions"]["ready"] == true)
         {
             break s.clone();
         }
-        assert!(tokio::time::Instant::now() < deadline, "no slice with two ready endpoints: {got:#?}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no slice with two ready endpoints: {got:#?}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert!(slice["metadata"]["name"].as_str().unwrap().starts_with("api-"));
     assert_eq!(slice["addressType"], "IPv4");
-    assert_eq!(slice["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"], "endpointslice-controller.k8s.io");
+    assert_eq!(
+        slice["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"],
+        "endpointslice-controller.k8s.io"
+    );
     assert_eq!(slice["metadata"]["labels"]["tier"], "web");
     assert_eq!(slice["metadata"]["ownerReferences"][0]["kind"], "Service");
-    assert_eq!(slice["ports"], json!([{ "name": "web", "port": 8080, "protocol": "TCP" }]));
+    assert_eq!(
+        slice["ports"],
+        json!([{ "name": "web", "port": 8080, "protocol": "TCP" }])
+    );
     let e = &slice["endpoints"][0];
     assert_eq!(e["targetRef"]["kind"], "Pod");
     assert_eq!(e["nodeName"], "sim-node-1");
-    assert_eq!(e["conditions"], json!({ "ready": true, "serving": true, "terminating": false }));
+    assert_eq!(
+        e["conditions"],
+        json!({ "ready": true, "serving": true, "terminating": false })
+    );
     // Served over HTTP and in discovery.
     let (code, body) = common::raw_get(&sim, "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices").await;
     assert_eq!(code, 200);
     assert_eq!(body["kind"], "EndpointSliceList");
     let (code, body) = common::raw_get(&sim, "/apis/discovery.k8s.io/v1").await;
     assert_eq!(code, 200, "{body}");
-    assert!(body["resources"].as_array().unwrap().iter().any(|r| r["name"] == "endpointslices"));
+    assert!(
+        body["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["name"] == "endpointslices")
+    );
     // Scaled to zero: the slice stays, empty.
     store
-        .patch(&deployments(), "default", "api", &PatchBody::Merge(json!({ "spec": { "replicas": 0 } })), None, &opts())
+        .patch(
+            &deployments(),
+            "default",
+            "api",
+            &PatchBody::Merge(json!({ "spec": { "replicas": 0 } })),
+            None,
+            &opts(),
+        )
         .await
         .unwrap();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
@@ -753,4 +937,3 @@ async fn a_service_gets_endpoint_slices_of_its_pods() {
     }
     sim.shutdown().await;
 }
-

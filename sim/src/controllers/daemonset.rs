@@ -72,7 +72,9 @@ impl Reconciler for DaemonSets {
             ("", "nodes") => {
                 // Heartbeats change only status timestamps; labels, taints and existence matter.
                 let relevant = |o: &Value| (o.pointer("/metadata/labels").cloned(), o.pointer("/spec").cloned());
-                if change.kind == ChangeKind::Modified && change.previous.as_deref().map(relevant) == Some(relevant(obj)) {
+                if change.kind == ChangeKind::Modified
+                    && change.previous.as_deref().map(relevant) == Some(relevant(obj))
+                {
                     return Vec::new();
                 }
                 self.known.iter().cloned().collect()
@@ -129,7 +131,8 @@ fn pin_to_node(spec: &mut Value, node: &str) {
     if !spec["affinity"]["nodeAffinity"].is_object() {
         spec["affinity"]["nodeAffinity"] = json!({});
     }
-    spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = json!({ "nodeSelectorTerms": [term] });
+    spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] =
+        json!({ "nodeSelectorTerms": [term] });
 }
 
 /// `NodeShouldRunDaemonPod`: (should run, should continue running).
@@ -144,7 +147,11 @@ fn should_run(template_pod: &Value, node: &Value) -> (bool, bool) {
 
 /// The node a daemon pod is for: its `nodeName`, else the node its affinity names.
 fn target_node(pod: &Value) -> Option<String> {
-    if let Some(n) = pod.pointer("/spec/nodeName").and_then(Value::as_str).filter(|n| !n.is_empty()) {
+    if let Some(n) = pod
+        .pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+    {
         return Some(n.to_string());
     }
     pod.pointer("/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms")
@@ -221,7 +228,7 @@ async fn sync_ds(store: &Store, ds: &Value) -> Result<Option<Duration>, ApiError
         }
     }
     // Pods for nodes that no longer exist.
-    let node_names: HashSet<&str> = nodes.iter().map(|n| meta::name(n)).collect();
+    let node_names: HashSet<&str> = nodes.iter().map(meta::name).collect();
     for (n, pods) in &by_node {
         if !node_names.contains(n.as_str()) {
             to_delete.extend(pods.iter().filter(|p| !meta::is_deleting(p)).cloned());

@@ -90,7 +90,10 @@ fn int_at(obj: &Value, ptr: &str) -> i64 {
 }
 
 fn spec_replicas(obj: &Value) -> i64 {
-    obj.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1).max(0)
+    obj.pointer("/spec/replicas")
+        .and_then(Value::as_i64)
+        .unwrap_or(1)
+        .max(0)
 }
 
 fn revision(rs: &Value) -> i64 {
@@ -137,9 +140,8 @@ async fn sync_deployment(store: &Store, d: &Value) -> Result<Option<Duration>, A
         return sync_status(store, d, &all, None, None).await;
     }
     let template = template_without_hash(d);
-    let (mut new_rs, mut old): (Vec<Value>, Vec<Value>) = all
-        .into_iter()
-        .partition(|rs| template_without_hash(rs) == template);
+    let (mut new_rs, mut old): (Vec<Value>, Vec<Value>) =
+        all.into_iter().partition(|rs| template_without_hash(rs) == template);
     // Several equal templates cannot normally exist; the oldest is the new one, as FindNewReplicaSet.
     new_rs.sort_by_key(|rs| meta::str_field(rs, "creationTimestamp").to_string());
     if new_rs.len() > 1 {
@@ -172,14 +174,17 @@ async fn sync_deployment(store: &Store, d: &Value) -> Result<Option<Duration>, A
                 scaled_down = true;
             }
         }
-        let old_pods_running = old.iter().any(|rs| int_at(rs, "/status/replicas") > 0)
-            || old_pods_exist(store, ns, &old)?;
+        let old_pods_running =
+            old.iter().any(|rs| int_at(rs, "/status/replicas") > 0) || old_pods_exist(store, ns, &old)?;
         if scaled_down || old_pods_running {
             return sync_status(store, d, &chain(&new_rs, &old), new_rs.as_ref(), None).await;
         }
         if new_rs.is_none() {
             let rs = create_rs(store, d, new_revision, spec_replicas(d)).await?;
-            progress_reason = Some(("NewReplicaSetCreated", format!("Created new replica set \"{}\"", meta::name(&rs))));
+            progress_reason = Some((
+                "NewReplicaSetCreated",
+                format!("Created new replica set \"{}\"", meta::name(&rs)),
+            ));
             new_rs = Some(rs);
         }
         if let Some(rs) = &mut new_rs
@@ -193,7 +198,10 @@ async fn sync_deployment(store: &Store, d: &Value) -> Result<Option<Duration>, A
         if new_rs.is_none() {
             let count = new_rs_replicas(d, &old, None, surge);
             let rs = create_rs(store, d, new_revision, count).await?;
-            progress_reason = Some(("NewReplicaSetCreated", format!("Created new replica set \"{}\"", meta::name(&rs))));
+            progress_reason = Some((
+                "NewReplicaSetCreated",
+                format!("Created new replica set \"{}\"", meta::name(&rs)),
+            ));
             new_rs = Some(rs);
         }
         // reconcileNewReplicaSet
@@ -265,7 +273,10 @@ async fn sync_deployment(store: &Store, d: &Value) -> Result<Option<Duration>, A
         && let Some(new) = &new_rs
         && !has_condition(d, "Progressing")
     {
-        progress_reason = Some(("FoundNewReplicaSet", format!("Found new replica set \"{}\"", meta::name(new))));
+        progress_reason = Some((
+            "FoundNewReplicaSet",
+            format!("Found new replica set \"{}\"", meta::name(new)),
+        ));
     }
     sync_status(store, d, &all, new_rs.as_ref(), progress_reason).await
 }
@@ -281,11 +292,13 @@ fn has_condition(d: &Value, ty: &str) -> bool {
 }
 
 fn old_pods_exist(store: &Store, ns: &str, old: &[Value]) -> Result<bool, ApiError> {
-    let uids: Vec<&str> = old.iter().map(|rs| meta::uid(rs)).collect();
+    let uids: Vec<&str> = old.iter().map(meta::uid).collect();
     let list = store.list(&pods::pods_gvr(), Some(ns), &Default::default())?;
-    Ok(list["items"].as_array().into_iter().flatten().any(|p| {
-        pods::controller_uid(p).is_some_and(|u| uids.contains(&u)) && !pods::is_terminal(p)
-    }))
+    Ok(list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|p| pods::controller_uid(p).is_some_and(|u| uids.contains(&u)) && !pods::is_terminal(p)))
 }
 
 /// `NewRSNewReplicas` for a rolling update.
@@ -391,7 +404,14 @@ async fn update_rs_annotations(store: &Store, d: &Value, rs: &Value, revision: i
     obj["metadata"]["annotations"] = rs_annotations(d, revision, existing.as_ref());
     obj["spec"]["minReadySeconds"] = d.pointer("/spec/minReadySeconds").cloned().unwrap_or(json!(0));
     Ok(store
-        .update(&replicaset::gvr(), meta::namespace(rs), meta::name(rs), obj, None, &write_opts())
+        .update(
+            &replicaset::gvr(),
+            meta::namespace(rs),
+            meta::name(rs),
+            obj,
+            None,
+            &write_opts(),
+        )
         .await?
         .object)
 }
@@ -402,7 +422,14 @@ async fn scale(store: &Store, d: &Value, rs: &Value, replicas: i64) -> Result<Va
     let existing = rs.pointer("/metadata/annotations").cloned();
     obj["metadata"]["annotations"] = rs_annotations(d, revision(rs), existing.as_ref());
     Ok(store
-        .update(&replicaset::gvr(), meta::namespace(rs), meta::name(rs), obj, None, &write_opts())
+        .update(
+            &replicaset::gvr(),
+            meta::namespace(rs),
+            meta::name(rs),
+            obj,
+            None,
+            &write_opts(),
+        )
         .await?
         .object)
 }
@@ -433,7 +460,10 @@ async fn cleanup(store: &Store, d: &Value, old: &[Value]) -> Result<(), ApiError
             precondition_uid: Some(meta::uid(rs).to_string()),
             ..Default::default()
         };
-        match store.delete(&replicaset::gvr(), meta::namespace(rs), meta::name(rs), &opts).await {
+        match store
+            .delete(&replicaset::gvr(), meta::namespace(rs), meta::name(rs), &opts)
+            .await
+        {
             Ok(_) | Err(ApiError::NotFound(_)) => {}
             Err(e) => return Err(e),
         }
@@ -510,9 +540,21 @@ async fn sync_status(
         cond
     };
     let available = if c.available >= replicas - max_unavailable {
-        condition("Available", "True", "MinimumReplicasAvailable", "Deployment has minimum availability.", &now)
+        condition(
+            "Available",
+            "True",
+            "MinimumReplicasAvailable",
+            "Deployment has minimum availability.",
+            &now,
+        )
     } else {
-        condition("Available", "False", "MinimumReplicasUnavailable", "Deployment does not have minimum availability.", &now)
+        condition(
+            "Available",
+            "False",
+            "MinimumReplicasUnavailable",
+            "Deployment does not have minimum availability.",
+            &now,
+        )
     };
     let available = keep_times(&conditions, available);
     pods::set_condition(&mut conditions, available);
@@ -538,7 +580,10 @@ async fn sync_status(
             || c.available > old_int("availableReplicas");
         if complete(d, &c) && meta::generation(d) <= int_at(&status, "/observedGeneration") {
             let msg = format!("ReplicaSet \"{name}\" has successfully progressed.");
-            let cond = keep_times(&conditions, condition("Progressing", "True", "NewReplicaSetAvailable", &msg, &now));
+            let cond = keep_times(
+                &conditions,
+                condition("Progressing", "True", "NewReplicaSetAvailable", &msg, &now),
+            );
             pods::set_condition(&mut conditions, cond);
         } else if progressing {
             let msg = format!("ReplicaSet \"{name}\" is progressing.");
@@ -578,14 +623,19 @@ async fn sync_status(
     if let Some(new) = new_rs {
         // The Deployment carries its new ReplicaSet's revision (and change cause).
         let rev = revision(new).to_string();
-        let annotations = d.pointer("/metadata/annotations").and_then(|a| a.get(REVISION)).cloned();
+        let annotations = d
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(REVISION))
+            .cloned();
         if annotations != Some(json!(rev)) {
             if !obj["metadata"]["annotations"].is_object() {
                 obj["metadata"]["annotations"] = json!({});
             }
             obj["metadata"]["annotations"][REVISION] = json!(rev);
             if let Some(cause) = new.pointer("/metadata/annotations").and_then(|a| a.get(CHANGE_CAUSE))
-                && d.pointer("/metadata/annotations").and_then(|a| a.get(CHANGE_CAUSE)).is_none()
+                && d.pointer("/metadata/annotations")
+                    .and_then(|a| a.get(CHANGE_CAUSE))
+                    .is_none()
             {
                 obj["metadata"]["annotations"][CHANGE_CAUSE] = cause.clone();
             }
@@ -598,7 +648,14 @@ async fn sync_status(
     if old != status {
         obj["status"] = status;
         store
-            .update(&gvr(), meta::namespace(d), meta::name(d), obj, Some("status"), &write_opts())
+            .update(
+                &gvr(),
+                meta::namespace(d),
+                meta::name(d),
+                obj,
+                Some("status"),
+                &write_opts(),
+            )
             .await?;
     }
     Ok(again)

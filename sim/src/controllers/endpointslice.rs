@@ -190,7 +190,12 @@ fn desired(service: &Value, pods: &[Value]) -> BTreeMap<String, Vec<Value>> {
         groups.entry(json!(ports).to_string()).or_default().push(endpoint);
     }
     for eps in groups.values_mut() {
-        eps.sort_by_key(|e| e.pointer("/targetRef/name").and_then(Value::as_str).unwrap_or("").to_string());
+        eps.sort_by_key(|e| {
+            e.pointer("/targetRef/name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        });
     }
     groups
 }
@@ -324,23 +329,41 @@ mod tests {
             }
             p
         };
-        let groups = desired(&svc, &[pod("a", true, false), pod("bb", true, true), pod("ccc", false, false)]);
+        let groups = desired(
+            &svc,
+            &[pod("a", true, false), pod("bb", true, true), pod("ccc", false, false)],
+        );
         assert_eq!(groups.len(), 1);
         let eps = groups.values().next().cloned().unwrap_or_default();
         let conds: Vec<(String, Value)> = eps
             .iter()
-            .map(|e| (e["targetRef"]["name"].as_str().unwrap_or("").to_string(), e["conditions"].clone()))
+            .map(|e| {
+                (
+                    e["targetRef"]["name"].as_str().unwrap_or("").to_string(),
+                    e["conditions"].clone(),
+                )
+            })
             .collect();
         assert_eq!(
             conds,
             vec![
-                ("a".into(), json!({ "ready": true, "serving": true, "terminating": false })),
-                ("bb".into(), json!({ "ready": false, "serving": true, "terminating": true })),
-                ("ccc".into(), json!({ "ready": false, "serving": false, "terminating": false })),
+                (
+                    "a".into(),
+                    json!({ "ready": true, "serving": true, "terminating": false })
+                ),
+                (
+                    "bb".into(),
+                    json!({ "ready": false, "serving": true, "terminating": true })
+                ),
+                (
+                    "ccc".into(),
+                    json!({ "ready": false, "serving": false, "terminating": false })
+                ),
             ]
         );
         assert_eq!(eps[0]["nodeName"], "n1");
-        let ports: Value = serde_json::from_str(groups.keys().next().map(String::as_str).unwrap_or("")).unwrap_or_default();
+        let ports: Value =
+            serde_json::from_str(groups.keys().next().map(String::as_str).unwrap_or("")).unwrap_or_default();
         assert_eq!(ports, json!([{ "name": "http", "port": 8080, "protocol": "TCP" }]));
     }
 }

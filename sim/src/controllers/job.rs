@@ -88,8 +88,11 @@ fn condition_true(job: &Value, ty: &str) -> Option<Value> {
 /// Finished: `Complete` or `Failed` is true.
 pub(crate) fn finished_at(job: &Value) -> Option<jiff::Timestamp> {
     ["Complete", "Failed"].iter().find_map(|t| {
-        condition_true(job, t)
-            .and_then(|c| c.get("lastTransitionTime").and_then(Value::as_str).and_then(meta::parse_time))
+        condition_true(job, t).and_then(|c| {
+            c.get("lastTransitionTime")
+                .and_then(Value::as_str)
+                .and_then(meta::parse_time)
+        })
     })
 }
 
@@ -232,23 +235,35 @@ async fn sync_job(store: &Store, job: &Value) -> Result<Option<Duration>, ApiErr
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    let target = ["FailureTarget", "SuccessCriteriaMet"]
-        .iter()
-        .find_map(|t| conditions.iter().find(|c| c["type"] == *t && c["status"] == "True").cloned());
+    let target = ["FailureTarget", "SuccessCriteriaMet"].iter().find_map(|t| {
+        conditions
+            .iter()
+            .find(|c| c["type"] == *t && c["status"] == "True")
+            .cloned()
+    });
 
     if !finished && target.is_none() {
         // Decide whether the Job has just failed or succeeded.
-        let restarts: i64 = if job.pointer("/spec/template/spec/restartPolicy").and_then(Value::as_str) == Some("OnFailure") {
-            active
-                .iter()
-                .flat_map(|p| p.pointer("/status/containerStatuses").and_then(Value::as_array).into_iter().flatten())
-                .filter_map(|c| c.get("restartCount").and_then(Value::as_i64))
-                .sum()
-        } else {
-            0
-        };
+        let restarts: i64 =
+            if job.pointer("/spec/template/spec/restartPolicy").and_then(Value::as_str) == Some("OnFailure") {
+                active
+                    .iter()
+                    .flat_map(|p| {
+                        p.pointer("/status/containerStatuses")
+                            .and_then(Value::as_array)
+                            .into_iter()
+                            .flatten()
+                    })
+                    .filter_map(|c| c.get("restartCount").and_then(Value::as_i64))
+                    .sum()
+            } else {
+                0
+            };
         let deadline = spec_i("activeDeadlineSeconds");
-        let started = status.get("startTime").and_then(Value::as_str).and_then(meta::parse_time);
+        let started = status
+            .get("startTime")
+            .and_then(Value::as_str)
+            .and_then(meta::parse_time);
         let past_deadline = match (deadline, started) {
             (Some(secs), Some(start)) => {
                 let elapsed = jiff::Timestamp::now().duration_since(start).as_secs_f64();
@@ -266,11 +281,26 @@ async fn sync_job(store: &Store, job: &Value) -> Result<Option<Duration>, ApiErr
             None => succeeded > 0 && active.is_empty(),
         };
         let new_target = if failed > backoff_limit || (restarts > 0 && failed + restarts > backoff_limit) {
-            Some(condition("FailureTarget", "BackoffLimitExceeded", "Job has reached the specified backoff limit", &now))
+            Some(condition(
+                "FailureTarget",
+                "BackoffLimitExceeded",
+                "Job has reached the specified backoff limit",
+                &now,
+            ))
         } else if past_deadline {
-            Some(condition("FailureTarget", "DeadlineExceeded", "Job was active longer than specified deadline", &now))
+            Some(condition(
+                "FailureTarget",
+                "DeadlineExceeded",
+                "Job was active longer than specified deadline",
+                &now,
+            ))
         } else if complete {
-            Some(condition("SuccessCriteriaMet", "CompletionsReached", "Reached expected number of succeeded pods", &now))
+            Some(condition(
+                "SuccessCriteriaMet",
+                "CompletionsReached",
+                "Reached expected number of succeeded pods",
+                &now,
+            ))
         } else {
             None
         };
@@ -289,9 +319,17 @@ async fn sync_job(store: &Store, job: &Value) -> Result<Option<Duration>, ApiErr
         }
         if active.is_empty() && terminating == 0 && !finished {
             let (ty, reason, message) = if t["type"] == "SuccessCriteriaMet" {
-                ("Complete", t["reason"].as_str().unwrap_or(""), t["message"].as_str().unwrap_or(""))
+                (
+                    "Complete",
+                    t["reason"].as_str().unwrap_or(""),
+                    t["message"].as_str().unwrap_or(""),
+                )
             } else {
-                ("Failed", t["reason"].as_str().unwrap_or(""), t["message"].as_str().unwrap_or(""))
+                (
+                    "Failed",
+                    t["reason"].as_str().unwrap_or(""),
+                    t["message"].as_str().unwrap_or(""),
+                )
             };
             conditions.push(condition(ty, reason, message, &now));
             if ty == "Complete" {
@@ -402,7 +440,14 @@ async fn write_status(store: &Store, job: &Value, status: &Value) -> Result<Valu
     let mut obj = job.clone();
     obj["status"] = status.clone();
     Ok(store
-        .update(&gvr(), meta::namespace(job), meta::name(job), obj, Some("status"), &write_opts())
+        .update(
+            &gvr(),
+            meta::namespace(job),
+            meta::name(job),
+            obj,
+            Some("status"),
+            &write_opts(),
+        )
         .await?
         .object)
 }

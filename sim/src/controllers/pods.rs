@@ -155,7 +155,10 @@ pub(crate) async fn delete_pod(store: &Store, pod: &Value) -> Result<(), ApiErro
         precondition_uid: Some(meta::uid(pod).to_string()),
         ..Default::default()
     };
-    match store.delete(&pods_gvr(), meta::namespace(pod), meta::name(pod), &opts).await {
+    match store
+        .delete(&pods_gvr(), meta::namespace(pod), meta::name(pod), &opts)
+        .await
+    {
         Ok(_) | Err(ApiError::NotFound(_)) => Ok(()),
         Err(e) => Err(e),
     }
@@ -305,7 +308,11 @@ mod tests {
         let b: Value = serde_json::from_str(r#"{ "a": [1, { "x": 3, "y": 2 }], "b": 1 }"#).unwrap_or_default();
         assert_eq!(template_hash(&a, None), template_hash(&b, None));
         assert_ne!(template_hash(&a, None), template_hash(&a, Some(1)));
-        assert!(template_hash(&a, None).bytes().all(|c| b"bcdfghjklmnpqrstvwxz2456789".contains(&c)));
+        assert!(
+            template_hash(&a, None)
+                .bytes()
+                .all(|c| b"bcdfghjklmnpqrstvwxz2456789".contains(&c))
+        );
     }
 
     #[test]
@@ -314,7 +321,8 @@ mod tests {
             "status": { "phase": "Running", "conditions": [{ "type": "Ready", "status": "True", "lastTransitionTime": "2025-01-01T00:00:01Z" }] } });
         let unready = json!({ "metadata": { "creationTimestamp": "2024-01-01T00:00:00Z" }, "spec": { "nodeName": "n" },
             "status": { "phase": "Running", "conditions": [{ "type": "Ready", "status": "False" }] } });
-        let pending = json!({ "metadata": { "creationTimestamp": "2024-01-01T00:00:00Z" }, "status": { "phase": "Pending" } });
+        let pending =
+            json!({ "metadata": { "creationTimestamp": "2024-01-01T00:00:00Z" }, "status": { "phase": "Pending" } });
         let mut pods = vec![ready.clone(), unready.clone(), pending.clone()];
         pods.sort_by(deletion_order);
         assert_eq!(pods, vec![pending, unready, ready]);

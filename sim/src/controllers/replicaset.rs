@@ -130,7 +130,14 @@ async fn write_status(store: &Store, rs: &Value, status: Value) -> Result<(), Ap
     let mut obj = rs.clone();
     obj["status"] = status;
     store
-        .update(&gvr(), meta::namespace(rs), meta::name(rs), obj, Some("status"), &write_opts())
+        .update(
+            &gvr(),
+            meta::namespace(rs),
+            meta::name(rs),
+            obj,
+            Some("status"),
+            &write_opts(),
+        )
         .await
         .map(|_| ())
 }

@@ -18,7 +18,8 @@ use crate::store::{Change, DeleteOptions, Store};
 pub(crate) struct TtlAfterFinished;
 
 fn wants(job: &Value) -> bool {
-    job.pointer("/spec/ttlSecondsAfterFinished").is_some_and(Value::is_number)
+    job.pointer("/spec/ttlSecondsAfterFinished")
+        .is_some_and(Value::is_number)
         && job::finished_at(job).is_some()
         && !meta::is_deleting(job)
 }
