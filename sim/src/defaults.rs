@@ -51,11 +51,84 @@ pub fn apply(group: &str, kind: &str, obj: &mut Value) {
             }
         }
         ("apps", "ReplicaSet" | "StatefulSet") => workload(obj, &[("replicas", json!(1))]),
-        ("batch", "Job") => workload(
-            obj,
-            &[("backoffLimit", json!(6)), ("completionMode", json!("NonIndexed"))],
-        ),
+        ("batch", "Job") => job(obj),
         _ => {}
+    }
+}
+
+/// SetDefaults_Job (1.33, JobPodReplacementPolicy on): completions and parallelism 1 when
+/// both are unset, else parallelism 1; the Job's labels from its template when it has none.
+fn job(obj: &mut Value) {
+    workload(obj, &[]);
+    let template_labels = obj.pointer("/spec/template/metadata/labels").cloned();
+    let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    if !spec.contains_key("completions") && !spec.contains_key("parallelism") {
+        spec.insert("completions".into(), json!(1));
+    }
+    spec.entry("parallelism").or_insert(json!(1));
+    let per_index = spec.get("backoffLimitPerIndex").is_some_and(|v| !v.is_null());
+    spec.entry("backoffLimit")
+        .or_insert(if per_index { json!(i32::MAX) } else { json!(6) });
+    spec.entry("completionMode").or_insert(json!("NonIndexed"));
+    spec.entry("suspend").or_insert(json!(false));
+    let failure_policy = spec.get("podFailurePolicy").is_some_and(|v| !v.is_null());
+    spec.entry("podReplacementPolicy").or_insert(if failure_policy {
+        json!("Failed")
+    } else {
+        json!("TerminatedOrFailed")
+    });
+    spec.entry("manualSelector").or_insert(json!(false));
+    let has_labels = obj
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .is_some_and(|l| !l.is_empty());
+    if !has_labels && let Some(labels) = template_labels.filter(|l| l.as_object().is_some_and(|m| !m.is_empty())) {
+        meta::set(obj, "labels", labels);
+    }
+}
+
+/// What a registry sets once the new object has its uid: a Job's generated selector and pod
+/// labels (`generateSelector` in the Job strategy, unless `manualSelector`), which the real
+/// apiserver then copies to a Job without labels when it defaults the stored object.
+pub fn with_uid(group: &str, kind: &str, obj: &mut Value) {
+    if (group, kind) != ("batch", "Job") || obj.pointer("/spec/manualSelector") == Some(&json!(true)) {
+        return;
+    }
+    let uid = meta::uid(obj).to_string();
+    let name = meta::name(obj).to_string();
+    let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let template = spec.entry("template").or_insert_with(|| json!({}));
+    if !template["metadata"].is_object() {
+        template["metadata"] = json!({});
+    }
+    if !template["metadata"]["labels"].is_object() {
+        template["metadata"]["labels"] = json!({});
+    }
+    for (k, v) in [
+        ("batch.kubernetes.io/controller-uid", &uid),
+        ("batch.kubernetes.io/job-name", &name),
+        ("controller-uid", &uid),
+        ("job-name", &name),
+    ] {
+        template["metadata"]["labels"][k] = json!(v);
+    }
+    let labels = template["metadata"]["labels"].clone();
+    if !spec.get("selector").is_some_and(Value::is_object) {
+        spec.insert(
+            "selector".into(),
+            json!({ "matchLabels": { "batch.kubernetes.io/controller-uid": uid } }),
+        );
+    }
+    let has_labels = obj
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .is_some_and(|l| !l.is_empty());
+    if !has_labels {
+        meta::set(obj, "labels", labels);
     }
 }
 

@@ -45,6 +45,7 @@ fn definitions() -> &'static Map<String, Value> {
             api::batch::v1::Job => "batch", "v1", "Job";
             api::batch::v1::CronJob => "batch", "v1", "CronJob";
             api::coordination::v1::Lease => "coordination.k8s.io", "v1", "Lease";
+            api::discovery::v1::EndpointSlice => "discovery.k8s.io", "v1", "EndpointSlice";
             api::events::v1::Event => "events.k8s.io", "v1", "Event";
             api::networking::v1::NetworkPolicy => "networking.k8s.io", "v1", "NetworkPolicy";
             api::networking::v1::Ingress => "networking.k8s.io", "v1", "Ingress";

@@ -294,6 +294,15 @@ const BUILTINS: &[Builtin] = &[
         .status()
         .gen_(),
     b("coordination.k8s.io", "v1", "leases", "lease", "Lease", true),
+    b(
+        "discovery.k8s.io",
+        "v1",
+        "endpointslices",
+        "endpointslice",
+        "EndpointSlice",
+        true,
+    )
+    .gen_(),
     b("events.k8s.io", "v1", "events", "event", "Event", true).short(&["ev"]),
     b(
         "networking.k8s.io",

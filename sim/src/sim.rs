@@ -39,6 +39,9 @@ pub struct SimConfig {
     /// Publish the `kube-root-ca.crt` ConfigMap in every namespace, as real clusters do. Off by
     /// default: tests that count the objects of a namespace do not expect it yet.
     pub root_ca_configmap: bool,
+    /// Deployment, ReplicaSet, DaemonSet, Job, TTL-after-finished and EndpointSlice controllers
+    /// (see [`crate::controllers`]).
+    pub workload_controllers: bool,
     /// Nodes, scheduler, kubelets and pod GC (see [`crate::node`]); none by default.
     pub nodes: crate::node::NodesConfig,
     /// Address ranges and cluster domain (see [`crate::network`]); by default a `127.B.0.0/16`
@@ -59,6 +62,7 @@ impl SimConfig {
             builtin_admission: true,
             pod_security_admission: true,
             root_ca_configmap: false,
+            workload_controllers: true,
             nodes: crate::node::NodesConfig::default(),
             network: crate::network::NetworkConfig::default(),
         }
@@ -136,6 +140,9 @@ impl Sim {
         let mut controllers = crate::admission::install(&store, &admission);
         if config.garbage_collector {
             controllers.push(crate::gc::spawn(&store));
+        }
+        if config.workload_controllers {
+            controllers.extend(crate::controllers::spawn(&store));
         }
         // Bound before the bootstrap objects: the `kubernetes` Service and Endpoints name its port.
         let listener = server::bind(config.port).await?;

@@ -183,14 +183,14 @@ impl Controller {
 }
 
 /// A Service's non-empty `spec.selector`.
-fn selector(svc: &Value) -> Option<Map<String, Value>> {
+pub(crate) fn selector(svc: &Value) -> Option<Map<String, Value>> {
     svc.pointer("/spec/selector")
         .and_then(Value::as_object)
         .filter(|m| !m.is_empty())
         .cloned()
 }
 
-fn matches(selector: &Map<String, Value>, labels: Option<&Map<String, Value>>) -> bool {
+pub(crate) fn matches(selector: &Map<String, Value>, labels: Option<&Map<String, Value>>) -> bool {
     labels.is_some_and(|l| selector.iter().all(|(k, v)| l.get(k) == Some(v)))
 }
 
@@ -296,7 +296,7 @@ fn subsets_for(service: &Value, pods: &[Value]) -> Vec<Value> {
     // Port (as JSON text, a sentinel "" for a headless Service without ports) → address → ready.
     let mut by_port: BTreeMap<String, BTreeMap<String, (Value, bool)>> = BTreeMap::new();
     for pod in pods {
-        if !should_be_in_endpoints(pod) {
+        if !should_be_in_endpoints(pod, false) {
             continue;
         }
         let Some(ip) = pod
@@ -403,9 +403,10 @@ fn ip_sort_key(a: &Value) -> (Option<std::net::Ipv4Addr>, String) {
     (ip.parse().ok(), ip.to_string())
 }
 
-/// `ShouldPodBeInEndpoints`: an IP, not terminating, not finished for good.
-fn should_be_in_endpoints(pod: &Value) -> bool {
-    if meta::is_deleting(pod) {
+/// `ShouldPodBeInEndpoints`: not terminating (unless `include_terminating`, as for
+/// EndpointSlices), not finished for good.
+pub(crate) fn should_be_in_endpoints(pod: &Value, include_terminating: bool) -> bool {
+    if meta::is_deleting(pod) && !include_terminating {
         return false;
     }
     let phase = pod.pointer("/status/phase").and_then(Value::as_str).unwrap_or("");
@@ -420,7 +421,7 @@ fn should_be_in_endpoints(pod: &Value) -> bool {
     }
 }
 
-fn is_ready(pod: &Value) -> bool {
+pub(crate) fn is_ready(pod: &Value) -> bool {
     pod.pointer("/status/conditions")
         .and_then(Value::as_array)
         .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
@@ -428,7 +429,7 @@ fn is_ready(pod: &Value) -> bool {
 
 /// `podutil.FindPort`: a numeric `targetPort` as is; a named one is the container port with that
 /// name and the Service port's protocol.
-fn find_port(pod: &Value, service_port: &Value) -> Option<i64> {
+pub(crate) fn find_port(pod: &Value, service_port: &Value) -> Option<i64> {
     let protocol = service_port.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
     match service_port.get("targetPort").or_else(|| service_port.get("port")) {
         Some(Value::Number(n)) => n.as_i64(),

@@ -16,7 +16,7 @@
 mod addresses;
 mod cidr;
 pub mod dns;
-mod endpoints;
+pub(crate) mod endpoints;
 mod proxy;
 mod system_services;
 

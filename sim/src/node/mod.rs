@@ -29,7 +29,7 @@ mod kubelet;
 mod kubelet_server;
 pub mod local_images;
 pub mod logs;
-mod placement;
+pub(crate) mod placement;
 mod pod_gc;
 mod pod_status;
 mod pod_view;

@@ -180,6 +180,7 @@ impl Store {
         let now = meta::now_rfc3339();
         meta::set(&mut stored, "uid", json!(uuid::Uuid::new_v4().to_string()));
         meta::set(&mut stored, "creationTimestamp", json!(now));
+        defaults::with_uid(&info.group, &info.kind, &mut stored);
         if info.has_generation {
             meta::set(&mut stored, "generation", json!(1));
         }
