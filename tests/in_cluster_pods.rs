@@ -1,6 +1,9 @@
 //! The production `spark-operator` binary, unmodified, as pods of the simulated cluster: its image is
 //! mapped to the built binary (`--local-image`), so each pod is a real process in its own view.
 //!
+//! A Deployment of it becomes ready pods, `kubectl rollout status` and `kubectl logs` work, and a
+//! template change rolls new pods out in place of the old.
+//!
 //! Two replicas mount different ConfigMaps at the same path (`/etc/webhook`, the webhook's serving
 //! certificate and key) at the same time; each serves the certificate of its own ConfigMap, which a
 //! TLS client that trusts only that certificate tells apart. Both configure their client in-cluster
@@ -150,6 +153,7 @@ async fn two_replicas_read_their_own_config_map_at_the_same_path_and_call_the_ap
     };
     let cluster = Cluster::start(dir.path(), &options).await.unwrap();
     let client = cluster.client.clone();
+    grant_cluster_admin(&cluster).await;
     cluster.sim.audit().enable();
 
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
@@ -248,4 +252,178 @@ async fn two_replicas_read_their_own_config_map_at_the_same_path_and_call_the_ap
             "operator-{replica} never asked for the leader Lease"
         );
     }
+}
+
+/// `kubectl` on PATH, if any.
+fn kubectl() -> Option<std::path::PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join("kubectl"))
+        .find(|p| p.is_file())
+}
+
+/// Runs kubectl against the cluster; (success, stdout + stderr).
+fn run_kubectl(kubectl: &std::path::Path, cluster: &Cluster, args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new(kubectl)
+        .args(args)
+        .env("KUBECONFIG", cluster.sim.kubeconfig_path())
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+fn operator_deployment(revision: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": { "name": "spark-operator" },
+        "spec": {
+            "replicas": 2,
+            "selector": { "matchLabels": { "app": "spark-operator" } },
+            "strategy": { "type": "RollingUpdate", "rollingUpdate": { "maxSurge": 1, "maxUnavailable": 0 } },
+            "template": {
+                "metadata": { "labels": { "app": "spark-operator" }, "annotations": { "revision": revision } },
+                "spec": {
+                    "terminationGracePeriodSeconds": 5,
+                    "containers": [{
+                        "name": "operator",
+                        "image": IMAGE,
+                        "args": [
+                            "operator",
+                            "--metrics-address=$(POD_IP):8080",
+                            "--webhook-address=$(POD_IP):9443",
+                            "--webhook-plain-http=true",
+                            "--leader-election-namespace=default",
+                        ],
+                        "env": [{ "name": "POD_IP", "valueFrom": { "fieldRef": { "fieldPath": "status.podIP" } } }],
+                        "ports": [{ "name": "metrics", "containerPort": 8080 }],
+                        "readinessProbe": { "httpGet": { "path": "/readyz", "port": "metrics" }, "periodSeconds": 1 },
+                    }],
+                }
+            }
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deployment_of_the_operator_becomes_ready_pods_and_rolls_over() {
+    if let Err(reason) = kube_sim::node::sandbox::supported() {
+        println!("SKIPPED: {reason}");
+        return;
+    }
+    let Some(kubectl) = kubectl() else {
+        println!("SKIPPED: kubectl is not on PATH");
+        return;
+    };
+    let lock = std::fs::File::create(std::env::temp_dir().join("kube-sim-process-pods.lock")).unwrap();
+    lock.lock().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let options = ClusterOptions {
+        nodes: 2,
+        local_images: vec![LocalImage::new(IMAGE, env!("CARGO_BIN_EXE_spark-operator"))],
+        ..ClusterOptions::default()
+    };
+    let cluster = Cluster::start(dir.path(), &options).await.unwrap();
+    grant_cluster_admin(&cluster).await;
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(cluster.client.clone(), "default");
+    deployments
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(operator_deployment("1")).unwrap(),
+        )
+        .await
+        .unwrap();
+    let (ok, out) = run_kubectl(
+        &kubectl,
+        &cluster,
+        &["rollout", "status", "deployment/spark-operator", "--timeout=120s"],
+    );
+    assert!(ok, "kubectl rollout status: {out}");
+    let pods: Api<Pod> = Api::namespaced(cluster.client.clone(), "default");
+    let first: std::collections::BTreeSet<String> = ready_pods(&pods).await;
+    assert_eq!(first.len(), 2, "two ready replicas: {first:?}");
+    let (ok, out) = run_kubectl(&kubectl, &cluster, &["logs", "deployment/spark-operator"]);
+    assert!(
+        ok && out.contains("serving admission reviews"),
+        "kubectl logs deployment/spark-operator: {out}"
+    );
+
+    // A rolling update: a template change replaces both pods.
+    deployments
+        .replace("spark-operator", &PostParams::default(), &{
+            let mut d: k8s_openapi::api::apps::v1::Deployment =
+                serde_json::from_value(operator_deployment("2")).unwrap();
+            d.metadata.resource_version = deployments
+                .get("spark-operator")
+                .await
+                .unwrap()
+                .metadata
+                .resource_version;
+            d
+        })
+        .await
+        .unwrap();
+    let (ok, out) = run_kubectl(
+        &kubectl,
+        &cluster,
+        &["rollout", "status", "deployment/spark-operator", "--timeout=120s"],
+    );
+    assert!(ok, "kubectl rollout status after the update: {out}");
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    loop {
+        let second = ready_pods(&pods).await;
+        let all = pods.list(&Default::default()).await.unwrap().items;
+        let revisions: Vec<_> = all
+            .iter()
+            .filter_map(|p| p.metadata.annotations.as_ref()?.get("revision").cloned())
+            .collect();
+        if second.len() == 2 && second.is_disjoint(&first) && revisions.iter().all(|r| r == "2") {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the update did not replace the pods: ready {second:?}, before {first:?}, revisions {revisions:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn ready_pods(pods: &Api<Pod>) -> std::collections::BTreeSet<String> {
+    pods.list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        })
+        .filter_map(|p| p.metadata.name)
+        .collect()
+}
+
+/// What the chart will grant the operator's ServiceAccount (issue 14): here, everything, to the
+/// namespace's `default` ServiceAccount the pods run as.
+async fn grant_cluster_admin(cluster: &Cluster) {
+    let bindings: Api<k8s_openapi::api::rbac::v1::ClusterRoleBinding> = Api::all(cluster.client.clone());
+    bindings
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": { "name": "default-sa-cluster-admin" },
+                "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin" },
+                "subjects": [{ "kind": "ServiceAccount", "name": "default", "namespace": "default" }],
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
 }

@@ -380,7 +380,6 @@ fn sandbox_python() -> Option<PathBuf> {
 /// python3 process pod using its ServiceAccount's token (from a Role and RoleBinding that are hooks themselves);
 /// `--wait watcher` waits with kstatus for the Jobs to complete and the Deployment to be available.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the Job and Deployment controllers (issue 12, WORKLOADS): remove at the merge"]
 async fn hook_jobs_act_with_their_service_account() {
     let Some(helm) = Helm::new() else { return };
     if let Err(reason) = kube_sim::node::sandbox::supported() {
