@@ -22,6 +22,7 @@ pub mod impersonation;
 pub(crate) mod rbac;
 pub mod reviews;
 pub mod rules;
+pub mod spark;
 
 use serde_json::json;
 
