@@ -18,32 +18,35 @@ use crate::store::Store;
 pub const AUTHENTICATION: &str = "authentication.k8s.io";
 pub const AUTHORIZATION: &str = "authorization.k8s.io";
 
+/// The API server's bearer-token authentication for the given audiences (TokenReview): the user,
+/// or why the token was not accepted.
+pub type TokenAuthenticator<'a> = dyn Fn(&str, &[String]) -> Result<UserInfo, String> + Sync + 'a;
+
 /// What answering a review needs.
 pub struct ReviewContext<'a> {
     pub store: &'a Store,
     pub mode: Option<AuthorizationMode>,
     pub signer: &'a TokenSigner,
-    /// The API server's bearer-token authentication for the given audiences (TokenReview).
-    pub authenticate_token: &'a (dyn Fn(&str, &[String]) -> Result<UserInfo, String> + Sync),
+    pub authenticate_token: &'a TokenAuthenticator<'a>,
     /// Who asks.
     pub user: &'a UserInfo,
 }
 
 /// Whether `(group, resource, subresource)` is answered here rather than stored.
 pub fn is_review(group: &str, resource: &str, subresource: Option<&str>) -> bool {
-    match (group, resource, subresource) {
-        (AUTHENTICATION, "tokenreviews" | "selfsubjectreviews", None) => true,
-        (
-            AUTHORIZATION,
-            "subjectaccessreviews"
-            | "selfsubjectaccessreviews"
-            | "localsubjectaccessreviews"
-            | "selfsubjectrulesreviews",
-            None,
-        ) => true,
-        ("", "serviceaccounts", Some("token")) => true,
-        _ => false,
-    }
+    matches!(
+        (group, resource, subresource),
+        (AUTHENTICATION, "tokenreviews" | "selfsubjectreviews", None)
+            | (
+                AUTHORIZATION,
+                "subjectaccessreviews"
+                    | "selfsubjectaccessreviews"
+                    | "localsubjectaccessreviews"
+                    | "selfsubjectrulesreviews",
+                None,
+            )
+            | ("", "serviceaccounts", Some("token"))
+    )
 }
 
 /// Answers a POST of `body` to a review resource (201 and the review with its status).

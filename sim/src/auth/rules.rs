@@ -224,7 +224,7 @@ impl Subject {
     pub fn applies_to(&self, user: &UserInfo, binding_namespace: &str) -> bool {
         match self.kind.as_str() {
             "User" => self.name == user.username,
-            "Group" => user.groups.iter().any(|g| *g == self.name),
+            "Group" => user.groups.contains(&self.name),
             "ServiceAccount" => {
                 let ns = if self.namespace.is_empty() {
                     binding_namespace
