@@ -98,6 +98,61 @@ fn replica(name: &str, config_map: &str) -> Pod {
     .unwrap()
 }
 
+/// What the operator's ServiceAccount (here `default/default`, which the replicas run as) needs, as
+/// the Helm chart's controller and webhook ClusterRoles grant it: the cluster enforces RBAC.
+async fn grant_operator_rbac(cluster: &Cluster) {
+    let all = [
+        "create",
+        "delete",
+        "deletecollection",
+        "get",
+        "list",
+        "patch",
+        "update",
+        "watch",
+    ];
+    let role = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": { "name": "spark-operator" },
+        "rules": [
+            { "apiGroups": [""], "resources": ["pods", "configmaps", "services", "persistentvolumeclaims"], "verbs": all },
+            { "apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch", "update"] },
+            { "apiGroups": [""], "resources": ["nodes", "resourcequotas"], "verbs": ["get", "list", "watch"] },
+            { "apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "get", "update"] },
+            { "apiGroups": ["networking.k8s.io", "extensions"], "resources": ["ingresses"], "verbs": all },
+            { "apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": all },
+            { "apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create", "get", "list", "update", "watch"] },
+            { "apiGroups": ["sparkoperator.k8s.io"], "resources": ["sparkapplications", "scheduledsparkapplications"], "verbs": all },
+            { "apiGroups": ["sparkoperator.k8s.io"],
+              "resources": ["sparkapplications/status", "sparkapplications/finalizers",
+                            "scheduledsparkapplications/status", "scheduledsparkapplications/finalizers"],
+              "verbs": ["get", "patch", "update"] },
+            { "apiGroups": ["admissionregistration.k8s.io"],
+              "resources": ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
+              "verbs": ["get", "list", "patch", "update", "watch"] },
+        ],
+    });
+    let binding = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": { "name": "spark-operator" },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "spark-operator" },
+        "subjects": [{ "kind": "ServiceAccount", "name": "default", "namespace": "default" }],
+    });
+    for (resource, object) in [("clusterroles", role), ("clusterrolebindings", binding)] {
+        cluster
+            .sim
+            .store()
+            .create(
+                &kube_sim::registry::Gvr::new("rbac.authorization.k8s.io", "v1", resource),
+                "",
+                object,
+                &Default::default(),
+            )
+            .await
+            .unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_read_their_own_config_map_at_the_same_path_and_call_the_api_server() {
     if let Err(reason) = kube_sim::node::sandbox::supported() {
@@ -116,6 +171,8 @@ async fn two_replicas_read_their_own_config_map_at_the_same_path_and_call_the_ap
     let cluster = Cluster::start(dir.path(), &options).await.unwrap();
     let client = cluster.client.clone();
     cluster.sim.audit().enable();
+
+    grant_operator_rbac(&cluster).await;
 
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let mut certs = Vec::new();
@@ -136,10 +193,10 @@ async fn two_replicas_read_their_own_config_map_at_the_same_path_and_call_the_ap
         certs.push((name, cert));
     }
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    for replica in ["a", "b"] {
+    for which in ["a", "b"] {
         pods.create(
             &PostParams::default(),
-            &replica(&format!("operator-{replica}"), &format!("webhook-{replica}")),
+            &replica(&format!("operator-{which}"), &format!("webhook-{which}")),
         )
         .await
         .unwrap();
@@ -155,11 +212,12 @@ async fn two_replicas_read_their_own_config_map_at_the_same_path_and_call_the_ap
             let status = pod.status.unwrap_or_default();
             let ready = status
                 .conditions
+                .as_deref()
                 .unwrap_or_default()
                 .iter()
                 .any(|c| c.type_ == "Ready" && c.status == "True");
             if ready {
-                ips.push(status.pod_ip.unwrap());
+                ips.push(status.pod_ip.clone().unwrap());
                 break;
             }
             if tokio::time::Instant::now() > deadline {
@@ -216,5 +274,7 @@ async fn two_replicas_read_their_own_config_map_at_the_same_path_and_call_the_ap
             theirs.iter().any(|e| e.resource == "leases"),
             "operator-{replica} never asked for the leader Lease"
         );
+        let refused: Vec<_> = theirs.iter().filter(|e| e.code == 403).collect();
+        assert!(refused.is_empty(), "operator-{replica} was refused: {refused:?}");
     }
 }
