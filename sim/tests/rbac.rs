@@ -282,7 +282,26 @@ async fn an_aggregated_cluster_role_extends_edit() {
     let (sim, _dir) = start(AuthorizationMode::Rbac).await;
     let token = setup(&sim).await;
     // As Spark's docs grant a driver: `kubectl create rolebinding --clusterrole=edit`.
-    bind(sim.store(), "app-edit", "ClusterRole", "edit").await;
+    match kubectl() {
+        Some(kubectl) => {
+            let out = std::process::Command::new(kubectl)
+                .arg("--kubeconfig")
+                .arg(sim.kubeconfig_path())
+                .args([
+                    "create",
+                    "rolebinding",
+                    "app-edit",
+                    "--clusterrole=edit",
+                    "--serviceaccount=team:app",
+                    "-n",
+                    NS,
+                ])
+                .output()
+                .expect("kubectl runs");
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        }
+        None => bind(sim.store(), "app-edit", "ClusterRole", "edit").await,
+    }
     let (code, answer, _) = call(
         &sim,
         &token,
