@@ -163,7 +163,10 @@ pub fn forbidden_error(group: &str, resource: &str, name: &str, err: &str) -> Ap
     } else {
         format!("{qualified} \"{name}\" is forbidden: {err}")
     };
-    let mut details = json!({ "kind": resource });
+    let mut details = json!({});
+    if !resource.is_empty() {
+        details["kind"] = json!(resource);
+    }
     if !name.is_empty() {
         details["name"] = json!(name);
     }
