@@ -136,6 +136,61 @@ fn replica_pod(name: &str, config_map: &str) -> Pod {
     .unwrap()
 }
 
+/// What the operator's ServiceAccount (here `default/default`, which the replicas run as) needs, as
+/// the Helm chart's controller and webhook ClusterRoles grant it: the cluster enforces RBAC.
+async fn grant_operator_rbac(cluster: &Cluster) {
+    let all = [
+        "create",
+        "delete",
+        "deletecollection",
+        "get",
+        "list",
+        "patch",
+        "update",
+        "watch",
+    ];
+    let role = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": { "name": "spark-operator" },
+        "rules": [
+            { "apiGroups": [""], "resources": ["pods", "configmaps", "services", "persistentvolumeclaims"], "verbs": all },
+            { "apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch", "update"] },
+            { "apiGroups": [""], "resources": ["nodes", "resourcequotas"], "verbs": ["get", "list", "watch"] },
+            { "apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "get", "update"] },
+            { "apiGroups": ["networking.k8s.io", "extensions"], "resources": ["ingresses"], "verbs": all },
+            { "apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": all },
+            { "apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create", "get", "list", "update", "watch"] },
+            { "apiGroups": ["sparkoperator.k8s.io"], "resources": ["sparkapplications", "scheduledsparkapplications"], "verbs": all },
+            { "apiGroups": ["sparkoperator.k8s.io"],
+              "resources": ["sparkapplications/status", "sparkapplications/finalizers",
+                            "scheduledsparkapplications/status", "scheduledsparkapplications/finalizers"],
+              "verbs": ["get", "patch", "update"] },
+            { "apiGroups": ["admissionregistration.k8s.io"],
+              "resources": ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"],
+              "verbs": ["get", "list", "patch", "update", "watch"] },
+        ],
+    });
+    let binding = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": { "name": "spark-operator" },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "spark-operator" },
+        "subjects": [{ "kind": "ServiceAccount", "name": "default", "namespace": "default" }],
+    });
+    for (resource, object) in [("clusterroles", role), ("clusterrolebindings", binding)] {
+        cluster
+            .sim
+            .store()
+            .create(
+                &kube_sim::registry::Gvr::new("rbac.authorization.k8s.io", "v1", resource),
+                "",
+                object,
+                &Default::default(),
+            )
+            .await
+            .unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_read_their_own_config_map_at_the_same_path_and_call_the_api_server() {
     if let Err(reason) = kube_sim::node::sandbox::supported() {
@@ -153,8 +208,9 @@ async fn two_replicas_read_their_own_config_map_at_the_same_path_and_call_the_ap
     };
     let cluster = Cluster::start(dir.path(), &options).await.unwrap();
     let client = cluster.client.clone();
-    grant_cluster_admin(&cluster).await;
     cluster.sim.audit().enable();
+
+    grant_operator_rbac(&cluster).await;
 
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let mut certs = Vec::new();
@@ -175,10 +231,10 @@ async fn two_replicas_read_their_own_config_map_at_the_same_path_and_call_the_ap
         certs.push((name, cert));
     }
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    for replica in ["a", "b"] {
+    for which in ["a", "b"] {
         pods.create(
             &PostParams::default(),
-            &replica_pod(&format!("operator-{replica}"), &format!("webhook-{replica}")),
+            &replica_pod(&format!("operator-{which}"), &format!("webhook-{which}")),
         )
         .await
         .unwrap();
@@ -251,6 +307,8 @@ async fn two_replicas_read_their_own_config_map_at_the_same_path_and_call_the_ap
             theirs.iter().any(|e| e.resource == "leases"),
             "operator-{replica} never asked for the leader Lease"
         );
+        let refused: Vec<_> = theirs.iter().filter(|e| e.code == 403).collect();
+        assert!(refused.is_empty(), "operator-{replica} was refused: {refused:?}");
     }
 }
 
@@ -329,7 +387,7 @@ async fn a_deployment_of_the_operator_becomes_ready_pods_and_rolls_over() {
         ..ClusterOptions::default()
     };
     let cluster = Cluster::start(dir.path(), &options).await.unwrap();
-    grant_cluster_admin(&cluster).await;
+    grant_operator_rbac(&cluster).await;
     let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(cluster.client.clone(), "default");
     deployments
         .create(
@@ -408,22 +466,4 @@ async fn ready_pods(pods: &Api<Pod>) -> std::collections::BTreeSet<String> {
         })
         .filter_map(|p| p.metadata.name)
         .collect()
-}
-
-/// What the chart will grant the operator's ServiceAccount (issue 14): here, everything, to the
-/// namespace's `default` ServiceAccount the pods run as.
-async fn grant_cluster_admin(cluster: &Cluster) {
-    let bindings: Api<k8s_openapi::api::rbac::v1::ClusterRoleBinding> = Api::all(cluster.client.clone());
-    bindings
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "metadata": { "name": "default-sa-cluster-admin" },
-                "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin" },
-                "subjects": [{ "kind": "ServiceAccount", "name": "default", "namespace": "default" }],
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
 }

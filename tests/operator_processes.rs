@@ -186,7 +186,8 @@ fn app(name: &str) -> serde_json::Value {
             "type": "Scala", "mode": "cluster", "image": "docker.io/apache/spark:4.0.4",
             "sparkVersion": "4.0.4", "mainClass": "org.apache.spark.examples.SparkPi",
             "mainApplicationFile": "local:///opt/spark/examples/jars/spark-examples.jar",
-            "driver": { "cores": 1, "memory": "512m",
+            // The Spark ServiceAccount of a job namespace, with the Role its driver needs.
+            "driver": { "cores": 1, "memory": "512m", "serviceAccount": "spark-operator-spark",
                 "annotations": { "sim.spark-operator.dev/run-time": "12s", "sim.spark-operator.dev/exit-code": "0" } },
             "executor": { "instances": 1, "cores": 1, "memory": "512m" }
         }

@@ -8,8 +8,13 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams};
+use kube_sim::auth::{AuthorizationMode, spark};
 use kube_sim::node::{KubeletConfig, LocalImage, NodeSpec, NodesConfig, PodGc};
+use kube_sim::registry::Gvr;
+use kube_sim::status::ApiError;
+use kube_sim::store::WriteOptions;
 use kube_sim::{Sim, SimConfig};
+use serde_json::json;
 
 /// Why the cluster could not start.
 #[derive(Debug, thiserror::Error)]
@@ -23,6 +28,12 @@ pub enum Error {
         name: String,
         #[source]
         source: kube::Error,
+    },
+    #[error("making {namespace} a Spark job namespace")]
+    JobNamespace {
+        namespace: String,
+        #[source]
+        source: ApiError,
     },
 }
 
@@ -43,6 +54,11 @@ pub struct ClusterOptions {
     pub kubeconfig: Option<PathBuf>,
     /// Images whose pods run a local executable as a real process.
     pub local_images: Vec<LocalImage>,
+    /// How the API server authorizes requests (RBAC by default, as a real cluster).
+    pub authorization: AuthorizationMode,
+    /// Namespaces Spark jobs run in: each gets the Spark ServiceAccount, Role and RoleBinding the
+    /// Kubeflow chart creates there (`spark-operator-spark`), so drivers may create executors.
+    pub job_namespaces: Vec<String>,
 }
 
 impl Default for ClusterOptions {
@@ -58,6 +74,8 @@ impl Default for ClusterOptions {
             port: 0,
             kubeconfig: None,
             local_images: Vec::new(),
+            authorization: AuthorizationMode::Rbac,
+            job_namespaces: vec!["default".into()],
         }
     }
 }
@@ -101,9 +119,13 @@ impl Cluster {
         };
         // Pods mount kube-root-ca.crt through their API-access volume, as in a real cluster.
         config.root_ca_configmap = options.nodes > 0;
+        config.authorization = options.authorization;
         let sim = Sim::start(config).await.map_err(Error::Start)?;
         let client = sim.client().await.map_err(Error::Connect)?;
         install_crds(&client).await?;
+        for namespace in &options.job_namespaces {
+            create_job_namespace(&sim, namespace).await?;
+        }
         Ok(Cluster { sim, client })
     }
 
@@ -111,6 +133,29 @@ impl Cluster {
     pub fn spark_master_url(&self) -> String {
         format!("k8s://{}", self.sim.url())
     }
+}
+
+/// Makes `namespace` a Spark job namespace as the Kubeflow chart does: the namespace (if missing)
+/// with the `spark-operator-spark` ServiceAccount, its Role and RoleBinding.
+pub async fn create_job_namespace(sim: &Sim, namespace: &str) -> Result<(), Error> {
+    let store = sim.store();
+    let ns = json!({ "apiVersion": "v1", "kind": "Namespace", "metadata": { "name": namespace } });
+    let opts = WriteOptions::default();
+    match store.create(&Gvr::new("", "v1", "namespaces"), "", ns, &opts).await {
+        Ok(_) | Err(ApiError::AlreadyExists(_)) => {}
+        Err(source) => {
+            return Err(Error::JobNamespace {
+                namespace: namespace.to_string(),
+                source,
+            });
+        }
+    }
+    spark::create_spark_job_rbac(store, namespace, spark::SPARK_SERVICE_ACCOUNT)
+        .await
+        .map_err(|source| Error::JobNamespace {
+            namespace: namespace.to_string(),
+            source,
+        })
 }
 
 /// Installs (or updates) the operator's CRDs by server-side apply, as `kubectl apply --server-side`.

@@ -10,6 +10,7 @@ pub mod admission;
 pub mod admission_seam;
 pub mod apply;
 pub mod audit;
+pub mod auth;
 pub mod controllers;
 pub mod convert;
 pub mod defaults;

@@ -53,6 +53,9 @@ enum Command {
         /// Node InternalIPs; default 127.B.64.0/18.
         #[arg(long, env = "KUBE_SIM_NODE_IP_RANGE")]
         node_ip_range: Option<kube_sim::network::Ipv4Cidr>,
+        /// How requests are authorized: RBAC (with the bootstrap policy) or AlwaysAllow.
+        #[arg(long, env = "KUBE_SIM_AUTHORIZATION_MODE", default_value = "RBAC")]
+        authorization_mode: kube_sim::auth::AuthorizationMode,
     },
 }
 
@@ -75,9 +78,11 @@ async fn main() -> anyhow::Result<()> {
             service_cluster_ip_range,
             cluster_cidr,
             node_ip_range,
+            authorization_mode,
         } => {
             let mut config = SimConfig::new(data_dir);
             config.kubeconfig_path = kubeconfig;
+            config.authorization = authorization_mode;
             config.port = port;
             config.bookmark_interval = Duration::from_secs(bookmark_interval_seconds.max(1));
             config.nodes = kube_sim::node::NodesConfig::with_nodes(nodes);

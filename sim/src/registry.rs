@@ -129,6 +129,9 @@ impl ResourceInfo {
 
     /// The verbs discovery advertises.
     pub fn verbs(&self) -> Vec<&'static str> {
+        if crate::auth::reviews::is_review(&self.group, &self.resource, None) {
+            return vec!["create"];
+        }
         vec![
             "create",
             "delete",
@@ -352,6 +355,55 @@ const BUILTINS: &[Builtin] = &[
         "clusterrolebindings",
         "clusterrolebinding",
         "ClusterRoleBinding",
+        false,
+    ),
+    // Reviews: answered by `auth::reviews`, never stored.
+    b(
+        "authentication.k8s.io",
+        "v1",
+        "tokenreviews",
+        "tokenreview",
+        "TokenReview",
+        false,
+    ),
+    b(
+        "authentication.k8s.io",
+        "v1",
+        "selfsubjectreviews",
+        "selfsubjectreview",
+        "SelfSubjectReview",
+        false,
+    ),
+    b(
+        "authorization.k8s.io",
+        "v1",
+        "localsubjectaccessreviews",
+        "localsubjectaccessreview",
+        "LocalSubjectAccessReview",
+        true,
+    ),
+    b(
+        "authorization.k8s.io",
+        "v1",
+        "selfsubjectaccessreviews",
+        "selfsubjectaccessreview",
+        "SelfSubjectAccessReview",
+        false,
+    ),
+    b(
+        "authorization.k8s.io",
+        "v1",
+        "selfsubjectrulesreviews",
+        "selfsubjectrulesreview",
+        "SelfSubjectRulesReview",
+        false,
+    ),
+    b(
+        "authorization.k8s.io",
+        "v1",
+        "subjectaccessreviews",
+        "subjectaccessreview",
+        "SubjectAccessReview",
         false,
     ),
     b(

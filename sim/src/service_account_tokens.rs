@@ -196,11 +196,17 @@ impl TokenSigner {
 
     /// Checks the signature, issuer, audience and validity window; returns the claims.
     pub fn verify(&self, token: &str, now: i64) -> Result<Claims, TokenError> {
+        self.verify_for(token, now, &[ISSUER.to_string()])
+    }
+
+    /// [`TokenSigner::verify`] for other audiences (a TokenReview's `spec.audiences`): the
+    /// token must be for at least one of them.
+    pub fn verify_for(&self, token: &str, now: i64, audiences: &[String]) -> Result<Claims, TokenError> {
         let claims = self.verify_signature(token)?;
         if claims.iss != ISSUER {
             return Err(TokenError::Issuer(claims.iss));
         }
-        if !claims.aud.iter().any(|a| a == ISSUER) {
+        if !claims.aud.iter().any(|a| audiences.contains(a)) {
             return Err(TokenError::Audience(claims.aud));
         }
         if now > claims.exp + LEEWAY_SECONDS {
@@ -242,7 +248,18 @@ impl TokenSigner {
     /// The ServiceAccount authenticator: a valid token whose ServiceAccount and pod still exist
     /// (same uid, not deleted for longer than the leeway) is `system:serviceaccount:<ns>:<sa>`.
     pub fn authenticate(&self, store: &Store, token: &str, now: i64) -> Result<UserInfo, TokenError> {
-        let claims = self.verify(token, now)?;
+        self.authenticate_for(store, token, now, &[ISSUER.to_string()])
+    }
+
+    /// [`TokenSigner::authenticate`] for other audiences (TokenReview).
+    pub fn authenticate_for(
+        &self,
+        store: &Store,
+        token: &str,
+        now: i64,
+        audiences: &[String],
+    ) -> Result<UserInfo, TokenError> {
+        let claims = self.verify_for(token, now, audiences)?;
         let k = &claims.kubernetes;
         let ns = k.namespace.as_str();
         let deleted_long_ago = |obj: &Value| {

@@ -47,6 +47,9 @@ pub struct SimConfig {
     /// Address ranges and cluster domain (see [`crate::network`]); by default a `127.B.0.0/16`
     /// block of its own.
     pub network: crate::network::NetworkConfig,
+    /// How requests are authorized (kube-apiserver's `--authorization-mode`): RBAC by default,
+    /// with the bootstrap policy; `system:masters` (the kubeconfig's users) is always allowed.
+    pub authorization: crate::auth::AuthorizationMode,
 }
 
 impl SimConfig {
@@ -65,6 +68,7 @@ impl SimConfig {
             workload_controllers: true,
             nodes: crate::node::NodesConfig::default(),
             network: crate::network::NetworkConfig::default(),
+            authorization: crate::auth::AuthorizationMode::default(),
         }
     }
 }
@@ -148,6 +152,16 @@ impl Sim {
         let listener = server::bind(config.port).await?;
         let addr = listener.local_addr().map_err(ServeError::LocalAddr)?;
         bootstrap(&store).await?;
+        crate::auth::bootstrap::create(&store)
+            .await
+            .map_err(|source| SimError::Bootstrap {
+                what: "RBAC bootstrap policy".into(),
+                source,
+            })?;
+        crate::auth::aggregation::aggregate_all(&store).await;
+        controllers.push(crate::auth::aggregation::spawn(&store));
+        store.add_admission_plugin(Arc::new(crate::auth::escalation::EscalationCheck::new(store.clone())));
+        store.set_authorization_mode(Some(config.authorization));
         let service_account_tokens = Arc::new(crate::service_account_tokens::TokenSigner::new());
         crate::network::publish_system_services(&store, &addresses, addr).await?;
         let network = crate::network::Network::start(&store, claimed).await;

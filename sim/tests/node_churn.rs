@@ -40,6 +40,7 @@ async fn churns_ten_thousand_executors_within_the_maximum() {
         "spark.kubernetes.driver.pod.name=churn-driver",
         "spark.kubernetes.container.image=spark\\:4.0.0",
         "spark.kubernetes.executor.podNamePrefix=churn",
+        "spark.kubernetes.authenticate.driver.serviceAccountName=spark-operator-spark",
         "spark.kubernetes.executor.request.cores=100m",
         "spark.executor.memory=512m",
         "spark.dynamicAllocation.enabled=true",
@@ -47,6 +48,10 @@ async fn churns_ten_thousand_executors_within_the_maximum() {
         &format!("spark.dynamicAllocation.maxExecutors={MAX_AT_ONCE}"),
     ]
     .join("\n");
+    // The driver's ServiceAccount with the Role a job namespace gives Spark (RBAC is enforced).
+    kube_sim::auth::spark::create_spark_job_rbac(&store, "default", "spark-operator-spark")
+        .await
+        .expect("the Spark ServiceAccount and Role");
     let cm = json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "churn-conf" }, "data": { "spark.properties": properties } });
     store
         .create(
@@ -69,6 +74,7 @@ async fn churns_ten_thousand_executors_within_the_maximum() {
         },
         "spec": {
             "restartPolicy": "Never",
+            "serviceAccountName": "spark-operator-spark",
             "containers": [{
                 "name": "spark-kubernetes-driver", "image": "spark:4.0.0",
                 "volumeMounts": [{ "name": "spark-conf-volume-driver", "mountPath": "/opt/spark/conf" }]

@@ -75,6 +75,27 @@ async fn pod_tokens_authenticate_as_their_service_account_until_invalid() {
         )
         .await
         .unwrap();
+    // What the pod's ServiceAccount does below (create a ConfigMap, read and list pods), granted as a
+    // real cluster's RBAC demands.
+    let grant = json!([
+        { "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": { "name": "runner", "namespace": "default" },
+          "rules": [{ "apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"] },
+                    { "apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"] }] },
+        { "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": { "name": "runner", "namespace": "default" },
+          "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "runner" },
+          "subjects": [{ "kind": "ServiceAccount", "name": "runner", "namespace": "default" }] },
+    ]);
+    for (resource, obj) in ["roles", "rolebindings"].into_iter().zip(grant.as_array().unwrap()) {
+        sim.store()
+            .create(
+                &kube_sim::registry::Gvr::new("rbac.authorization.k8s.io", "v1", resource),
+                "default",
+                obj.clone(),
+                &Default::default(),
+            )
+            .await
+            .unwrap();
+    }
     let worker = create_pod(&sim, "worker", "runner").await;
     let other = create_pod(&sim, "other", "runner").await;
     // The admission's 3607 s: extended to a year, as kube-apiserver does by default.

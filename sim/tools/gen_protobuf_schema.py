@@ -30,7 +30,7 @@ SPECIAL = {
 
 ROOT_PACKAGES = [
     "api.core.v1", "api.apps.v1", "api.batch.v1", "api.rbac.v1", "api.policy.v1", "api.networking.v1",
-    "api.coordination.v1", "api.scheduling.v1", "api.events.v1", "api.authentication.v1",
+    "api.coordination.v1", "api.scheduling.v1", "api.events.v1", "api.authentication.v1", "api.authorization.v1",
     "api.autoscaling.v1", "api.storage.v1", "api.admissionregistration.v1",
     "apiextensions_apiserver.pkg.apis.apiextensions.v1",
 ]

@@ -50,6 +50,11 @@ pub struct DevArgs {
     #[arg(long = "local-image", value_delimiter = ',')]
     pub local_image: Vec<LocalImage>,
 
+    /// How the cluster authorizes requests: RBAC (with Kubernetes' bootstrap roles, as a real cluster)
+    /// or AlwaysAllow.
+    #[arg(long, default_value = "RBAC")]
+    pub authorization_mode: kube_sim::auth::AuthorizationMode,
+
     /// Address of /metrics, /healthz and /readyz of every component dev runs; `off` to serve nothing.
     #[arg(long, default_value = "127.0.0.1:8080", value_parser = parse_listen)]
     pub metrics_address: Listen,
@@ -108,6 +113,7 @@ pub async fn dev(args: DevArgs, out: &mut impl Write) -> anyhow::Result<()> {
         port: args.port,
         kubeconfig: args.kubeconfig.clone(),
         local_images: args.local_image.clone(),
+        authorization: args.authorization_mode,
         ..ClusterOptions::default()
     };
     let cluster = Cluster::start(&args.data_dir, &options).await?;

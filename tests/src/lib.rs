@@ -123,6 +123,14 @@ impl Cluster {
         }
     }
 
+    /// Creates `namespace` as a Spark job namespace, as the chart sets one up: with the
+    /// `spark-operator-spark` ServiceAccount and the Role its drivers need (RBAC is enforced).
+    pub async fn job_namespace(&self, namespace: &str) {
+        spark_operator_dev::create_job_namespace(&self.sim, namespace)
+            .await
+            .expect("a Spark job namespace");
+    }
+
     pub fn apps(&self, namespace: &str) -> Api<SparkApplication> {
         Api::namespaced(self.client.clone(), namespace)
     }
@@ -341,7 +349,8 @@ where
 }
 
 /// A small SparkApplication whose driver (the sim's fake Spark driver) runs `run_time`, then exits with
-/// `exit_code`; `extra_spec` is merged into the spec (YAML mapping lines, indented by two).
+/// `exit_code`; `extra_spec` is merged into the spec (YAML mapping lines, indented by two). The driver
+/// runs as `spark-operator-spark`, the ServiceAccount with the Spark Role in job namespaces.
 pub fn app_yaml(name: &str, run_time: &str, exit_code: i32, executors: u32, extra_spec: &str) -> String {
     format!(
         r#"apiVersion: sparkoperator.k8s.io/v1beta2
@@ -359,6 +368,7 @@ spec:
   driver:
     cores: 1
     memory: 512m
+    serviceAccount: spark-operator-spark
     annotations:
       sim.spark-operator.dev/run-time: "{run_time}"
       sim.spark-operator.dev/exit-code: "{exit_code}"

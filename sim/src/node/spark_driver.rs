@@ -27,6 +27,7 @@ use super::script::RunTime;
 use super::spark_conf::{SparkConf, parse_properties};
 use super::spark_executor::{self, ExecutorInput};
 use crate::admission_seam::UserInfo;
+use crate::auth::Attributes;
 use crate::registry::{Gvr, ResourceKey};
 use crate::status::ApiError;
 use crate::store::{DeleteOptions, ListOptions, WriteOptions};
@@ -200,16 +201,6 @@ pub(crate) async fn run(ctx: ProcessCtx, mut signals: watch::Receiver<Signal>) -
         .get("spark.kubernetes.driver.pod.name")
         .unwrap_or(crate::meta::name(&ctx.pod))
         .to_string();
-    let Some(driver_pod) = shared.store.get_stored(&pods_key(), &namespace, &pod_name) else {
-        ctx.err(&format!(
-            "Exception in thread \"main\" org.apache.spark.SparkException: No pod was found named {pod_name} in the cluster in the namespace {namespace} (this was supposed to be the driver pod.)."
-        ));
-        return Exit::code(1);
-    };
-    let app_id = conf
-        .get("spark.app.id")
-        .map(str::to_string)
-        .unwrap_or_else(|| format!("spark-{}", uuid::Uuid::new_v4().simple()));
     let sa = conf.get_or("spark.kubernetes.authenticate.driver.serviceAccountName", "default");
     let user = UserInfo {
         username: format!("system:serviceaccount:{namespace}:{sa}"),
@@ -220,6 +211,26 @@ pub(crate) async fn run(ctx: ProcessCtx, mut signals: watch::Receiver<Signal>) -
             "system:authenticated".into(),
         ],
     };
+    // Spark's first API call: the driver reads its own pod (`ExecutorPodsAllocator`); a
+    // ServiceAccount without a Role for pods fails SparkContext's start here.
+    let get_pod = Attributes::resource("get", "", "pods", &namespace, &pod_name);
+    if let Err(e) = shared.store.authorize(&user, &get_pod) {
+        ctx.err(&format!(
+            "ERROR SparkContext: Error initializing SparkContext.\n{}",
+            fabric8_error("GET", &format!("api/v1/namespaces/{namespace}/pods/{pod_name}"), &e)
+        ));
+        return Exit::code(1);
+    }
+    let Some(driver_pod) = shared.store.get_stored(&pods_key(), &namespace, &pod_name) else {
+        ctx.err(&format!(
+            "Exception in thread \"main\" org.apache.spark.SparkException: No pod was found named {pod_name} in the cluster in the namespace {namespace} (this was supposed to be the driver pod.)."
+        ));
+        return Exit::code(1);
+    };
+    let app_id = conf
+        .get("spark.app.id")
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("spark-{}", uuid::Uuid::new_v4().simple()));
     let dynamic = conf.bool_or("spark.dynamicAllocation.enabled", false);
     // `SchedulerBackendUtils.getInitialTargetExecutorNumber`: 2 by default, or under dynamic
     // allocation the largest of min, initial and spark.executor.instances (unset: 0).
@@ -301,6 +312,14 @@ enum Stop {
 }
 
 impl Driver {
+    /// What the API server would decide for this request by the driver's ServiceAccount.
+    fn authorize(&self, verb: &str, resource: &str, name: &str) -> Result<(), ApiError> {
+        self.shared.store.authorize(
+            &self.user,
+            &Attributes::resource(verb, "", resource, &self.namespace, name),
+        )
+    }
+
     fn write_opts(&self) -> WriteOptions {
         WriteOptions {
             user_agent: Some("fabric8-kubernetes-client/7.1.0".into()),
@@ -317,18 +336,25 @@ impl Driver {
         signals: &mut watch::Receiver<Signal>,
     ) -> Exit {
         let cm = spark_executor::executor_config_map(&self.config_map, &self.namespace, &self.app_id, &self.driver_pod);
-        if let Err(e) = self
-            .shared
-            .store
-            .create(
-                &Gvr::new("", "v1", "configmaps"),
-                &self.namespace,
-                cm,
-                &self.write_opts(),
-            )
-            .await
-        {
-            self.ctx.err(&format!("ERROR SparkContext: Error initializing SparkContext.\nio.fabric8.kubernetes.client.KubernetesClientException: {e}"));
+        let created = match self.authorize("create", "configmaps", "") {
+            Ok(()) => {
+                self.shared
+                    .store
+                    .create(
+                        &Gvr::new("", "v1", "configmaps"),
+                        &self.namespace,
+                        cm,
+                        &self.write_opts(),
+                    )
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        if let Err(e) = created {
+            self.ctx.err(&format!(
+                "ERROR SparkContext: Error initializing SparkContext.\n{}",
+                fabric8_error("POST", &format!("api/v1/namespaces/{}/configmaps", self.namespace), &e)
+            ));
             return Exit::code(1);
         }
         let script = self.ctx.script.clone();
@@ -514,12 +540,16 @@ impl Driver {
             }
         };
         let name = crate::meta::name(&pod).to_string();
-        match self
-            .shared
-            .store
-            .create(&Gvr::new("", "v1", "pods"), &self.namespace, pod, &self.write_opts())
-            .await
-        {
+        let created = match self.authorize("create", "pods", "") {
+            Ok(()) => {
+                self.shared
+                    .store
+                    .create(&Gvr::new("", "v1", "pods"), &self.namespace, pod, &self.write_opts())
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        match created {
             Ok(_) => {
                 self.execs.insert(
                     id,
@@ -533,7 +563,10 @@ impl Driver {
                 );
             }
             Err(e) => {
-                self.ctx.err(&format!("WARN ExecutorPodsAllocator: Exception when requesting new executors\nio.fabric8.kubernetes.client.KubernetesClientException: {e}"));
+                self.ctx.err(&format!(
+                    "WARN ExecutorPodsAllocator: Exception when requesting new executors\n{}",
+                    fabric8_error("POST", &format!("api/v1/namespaces/{}/pods", self.namespace), &e)
+                ));
             }
         }
     }
@@ -550,6 +583,12 @@ impl Driver {
     }
 
     async fn delete_pod(&self, name: &str) {
+        if let Err(e) = self.authorize("delete", "pods", name) {
+            self.ctx.err(&format!(
+                "WARN ExecutorPodsLifecycleManager: deleting executor pod {name}: {e}"
+            ));
+            return;
+        }
         match self
             .shared
             .store
@@ -644,12 +683,16 @@ impl Driver {
         };
         if self.delete_on_termination {
             for (resource, what) in [("pods", "executor pods"), ("configmaps", "executor ConfigMap")] {
-                if let Err(e) = self
-                    .shared
-                    .store
-                    .delete_collection(&Gvr::new("", "v1", resource), Some(&self.namespace), &list, &opts)
-                    .await
-                {
+                let deleted = match self.authorize("deletecollection", resource, "") {
+                    Ok(()) => self
+                        .shared
+                        .store
+                        .delete_collection(&Gvr::new("", "v1", resource), Some(&self.namespace), &list, &opts)
+                        .await
+                        .map(drop),
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = deleted {
                     self.ctx.err(&format!(
                         "WARN KubernetesClusterSchedulerBackend: deleting the {what}: {e}"
                     ));
@@ -664,12 +707,16 @@ impl Driver {
                 label_selector: Some(format!("spark-app-selector={}", self.app_id)),
                 ..Default::default()
             };
-            if let Err(e) = self
-                .shared
-                .store
-                .delete_collection(&Gvr::new("", "v1", "services"), Some(&self.namespace), &svc, &opts)
-                .await
-            {
+            let deleted = match self.authorize("deletecollection", "services", "") {
+                Ok(()) => self
+                    .shared
+                    .store
+                    .delete_collection(&Gvr::new("", "v1", "services"), Some(&self.namespace), &svc, &opts)
+                    .await
+                    .map(drop),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = deleted {
                 self.ctx.err(&format!(
                     "WARN KubernetesClusterSchedulerBackend: deleting the driver service: {e}"
                 ));
@@ -677,6 +724,19 @@ impl Driver {
         }
         self.ctx.out("INFO SparkContext: Successfully stopped SparkContext");
     }
+}
+
+/// How fabric8 reports a failed request (`KubernetesClientException`), with the hint it adds
+/// to a 403 for in-cluster clients.
+fn fabric8_error(method: &str, path: &str, e: &ApiError) -> String {
+    let hint = if e.code() == 403 {
+        "Forbidden!Configured service account doesn't have access. Service account may have been revoked. "
+    } else {
+        ""
+    };
+    format!(
+        "io.fabric8.kubernetes.client.KubernetesClientException: Failure executing: {method} at: https://kubernetes.default.svc/{path}. Message: {hint}{e}."
+    )
 }
 
 /// `The executor with id N exited with exit code C(reason).` as Spark logs it.

@@ -53,6 +53,16 @@ pub(crate) fn authenticate(state: &AppState, client_cert: bool, headers: &Header
     }
 }
 
+/// Who a request without credentials is, for the paths anyone may read (kube-apiserver's
+/// anonymous authentication; other paths answer 401 without credentials).
+fn anonymous() -> UserInfo {
+    UserInfo {
+        username: crate::auth::ANONYMOUS.into(),
+        uid: String::new(),
+        groups: vec![crate::auth::ALL_UNAUTHENTICATED.into()],
+    }
+}
+
 fn admin() -> UserInfo {
     UserInfo {
         username: crate::tls::ADMIN_USER.into(),
@@ -116,10 +126,19 @@ async fn handle_request(
     let route = route(req.uri().path());
     let public = matches!(route, Route::Version | Route::Health(_));
     let user = authenticate(&state, client_cert, req.headers());
-    let Some(user) = user.or_else(|| public.then(UserInfo::default)) else {
+    let Some(user) = user.or_else(|| public.then(anonymous)) else {
         return response::error(&ApiError::Unauthorized);
     };
     let query = Query::parse(req.uri().query());
+    let mode = state.store.authorization_mode();
+    let user = match crate::auth::impersonation::acting_user(&state.store, mode, user, req.headers()) {
+        Ok(u) => u,
+        Err(e) => return response::error(&e),
+    };
+    let attrs = super::authz::attributes(req.method(), req.uri().path(), &route, &query);
+    if let Err(e) = state.store.authorize(&user, &attrs) {
+        return response::error(&e);
+    }
     let accept = req
         .headers()
         .get(header::ACCEPT)
@@ -313,6 +332,9 @@ async fn resource_request(
 ) -> Result<Response<Body>, ApiError> {
     let gvr = Gvr::new(&path.group, &path.version, &path.resource);
     let info = state.store.resolve(&gvr)?;
+    if crate::auth::reviews::is_review(&info.group, &info.resource, path.subresource.as_deref()) {
+        return review(state, req, &path, info.namespaced, user).await;
+    }
     if path.namespace.is_some() && !info.namespaced {
         return Err(ApiError::ResourceNotServed);
     }
@@ -607,4 +629,50 @@ fn pod_log(state: &AppState, ns: &str, name: &str, q: &Query) -> Result<Response
         crate::node::logs::LogBody::Full(bytes) => Ok(response::bytes_response(200, "text/plain", bytes)),
         crate::node::logs::LogBody::Follow(stream) => Ok(response::streaming("text/plain", stream)),
     }
+}
+
+/// `POST` of a review kind or a TokenRequest: answered, not stored.
+async fn review(
+    state: &AppState,
+    req: Request<hyper::body::Incoming>,
+    path: &ResourcePath,
+    namespaced: bool,
+    user: UserInfo,
+) -> Result<Response<Body>, ApiError> {
+    if req.method() != Method::POST {
+        return Err(ApiError::MethodNotAllowed);
+    }
+    let is_token = path.subresource.is_some();
+    if (namespaced && path.namespace.is_none()) || (path.name.is_some() != is_token) {
+        return Err(ApiError::ResourceNotServed);
+    }
+    let (headers, body) = read_body(req).await?;
+    let body = parse_object(&content_type(&headers), &body)?;
+    let authenticate_token = |token: &str, audiences: &[String]| -> Result<UserInfo, String> {
+        let default_audience = audiences.iter().any(|a| a == crate::service_account_tokens::ISSUER);
+        if default_audience && token == state.token {
+            return Ok(admin());
+        }
+        let now = jiff::Timestamp::now().as_second();
+        state
+            .service_account_tokens
+            .authenticate_for(&state.store, token, now, audiences)
+            .map_err(|e| format!("[invalid bearer token, {e}]"))
+    };
+    let ctx = crate::auth::reviews::ReviewContext {
+        store: &state.store,
+        mode: state.store.authorization_mode(),
+        signer: &state.service_account_tokens,
+        authenticate_token: &authenticate_token,
+        user: &user,
+    };
+    let answer = crate::auth::reviews::serve(
+        &ctx,
+        &path.group,
+        &path.resource,
+        path.namespace.as_deref().unwrap_or(""),
+        path.name.as_deref().unwrap_or(""),
+        body,
+    )?;
+    Ok(response::json(201, &answer))
 }

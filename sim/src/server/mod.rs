@@ -1,5 +1,6 @@
 //! The HTTPS listener: TLS (rustls) on 127.0.0.1, HTTP/2 and HTTP/1.1, graceful shutdown.
 
+mod authz;
 mod handlers;
 mod proxy;
 mod request;

@@ -156,6 +156,7 @@ pub(crate) struct Inner {
     /// Bumped to end every open watch (fault injection).
     pub watch_epoch: tokio::sync::watch::Sender<u64>,
     pub admission: RwLock<Vec<Arc<dyn AdmissionPlugin>>>,
+    pub authorization: RwLock<Option<crate::auth::AuthorizationMode>>,
     pub config: StoreConfig,
 }
 
@@ -192,6 +193,7 @@ impl Store {
                 latest,
                 watch_epoch,
                 admission: RwLock::new(Vec::new()),
+                authorization: RwLock::new(None),
                 config,
             }),
         }
@@ -356,6 +358,49 @@ impl Store {
             out.extend(table.values().map(|o| (key.clone(), o.clone())));
         }
         (state.rv, out)
+    }
+
+    /// Every stored object of a storage key (in one namespace, or all), in storage form, by
+    /// namespace and name — without copying them (for the authorizer, which reads the RBAC
+    /// objects at every decision).
+    pub fn stored_objects(&self, key: &ResourceKey, namespace: Option<&str>) -> Vec<Arc<Value>> {
+        let state = self.lock();
+        let Some(table) = state.tables.get(key) else {
+            return Vec::new();
+        };
+        match namespace {
+            None => table.values().cloned().collect(),
+            Some(ns) => table
+                .range((ns.to_string(), String::new())..)
+                .take_while(|((n, _), _)| n == ns)
+                .map(|(_, v)| v.clone())
+                .collect(),
+        }
+    }
+
+    /// The authorization mode requests are checked under (`None` on a bare store: everything
+    /// is allowed, as nothing authorizes).
+    pub fn authorization_mode(&self) -> Option<crate::auth::AuthorizationMode> {
+        *self.inner.authorization.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Turns authorization on (what [`crate::Sim::start`] does with its configured mode).
+    pub fn set_authorization_mode(&self, mode: Option<crate::auth::AuthorizationMode>) {
+        *self.inner.authorization.write().unwrap_or_else(|e| e.into_inner()) = mode;
+    }
+
+    /// Whether `user` may do `attrs`: the API server's decision, for in-process writers that act
+    /// as a user (the fake Spark driver) — a 403 with kube-apiserver's message if not.
+    pub fn authorize(&self, user: &UserInfo, attrs: &crate::auth::Attributes) -> Result<(), ApiError> {
+        let Some(mode) = self.authorization_mode() else {
+            return Ok(());
+        };
+        let decision = crate::auth::authorize(self, mode, user, attrs);
+        if decision.allowed {
+            Ok(())
+        } else {
+            Err(crate::auth::forbidden(user, attrs, &decision.reason))
+        }
     }
 
     /// Reads one object in storage form by its storage key (for controllers that follow

@@ -117,7 +117,16 @@ pub fn driver_pod(annotations: Value) -> Value {
     })
 }
 
+/// The driver's ServiceAccount `spark` with the Role the Kubeflow chart gives Spark jobs (a real
+/// cluster's RBAC refuses the driver's requests without it).
 pub async fn create_service_account(store: &Store) {
+    kube_sim::auth::spark::create_spark_job_rbac(store, "default", "spark")
+        .await
+        .expect("service account and its role");
+}
+
+/// Only the ServiceAccount, without any Role: the driver's requests are refused.
+pub async fn create_service_account_without_role(store: &Store) {
     let sa = json!({ "apiVersion": "v1", "kind": "ServiceAccount", "metadata": { "name": "spark" } });
     store
         .create(&gvr("serviceaccounts"), "default", sa, &WriteOptions::default())

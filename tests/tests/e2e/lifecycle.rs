@@ -24,7 +24,13 @@ where
 {
     let object: K = serde_json::from_value(doc).expect("a valid object");
     let api: Api<K> = Api::namespaced(client.clone(), "default");
-    api.create(&PostParams::default(), &object).await.expect("created");
+    match api.create(&PostParams::default(), &object).await {
+        // As `kubectl apply` leaves what the cluster already has: `default` is a Spark job namespace,
+        // with the chart's `spark-operator-spark` ServiceAccount.
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(e) => panic!("creating {object:?}: {e}"),
+    }
 }
 
 /// `kubectl apply -f examples/spark-pi.yaml`, by kind.

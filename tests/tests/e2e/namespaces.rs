@@ -4,8 +4,6 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, PostParams};
 use spark_operator_api::ApplicationStateType as S;
 use spark_operator_e2e::{Cluster, ClusterOptions, Poll, app_yaml, poll, state};
 
@@ -14,14 +12,8 @@ const LIMIT: Duration = Duration::from_secs(60);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listed_namespaces_are_reconciled_and_keep_their_executors_through_a_relist() {
     let cluster = Cluster::start(ClusterOptions::default()).await;
-    let namespaces: Api<Namespace> = Api::all(cluster.client.clone());
     for name in ["team-a", "team-b", "team-c"] {
-        let ns: Namespace =
-            serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).expect("a namespace");
-        namespaces
-            .create(&PostParams::default(), &ns)
-            .await
-            .expect("namespace created");
+        cluster.job_namespace(name).await;
     }
     let _controller = cluster.controller(cluster.args(&["--namespaces=team-a,team-b"]));
     for ns in ["team-a", "team-b", "team-c"] {
