@@ -17,7 +17,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::pods::{self, write_opts};
-use super::queue::{Key, Reconciler};
+use super::queue::{self, Key, Reconciler};
 use crate::meta;
 use crate::node::placement;
 use crate::registry::{Gvr, ResourceKey};
@@ -48,17 +48,16 @@ impl Reconciler for DaemonSets {
         self.known = objects
             .iter()
             .filter(|(k, _)| is_ds(k))
-            .map(|(_, o)| (meta::namespace(o).to_string(), meta::name(o).to_string()))
+            .map(|(_, o)| queue::key_of(o))
             .collect();
         self.known.iter().cloned().collect()
     }
 
     fn keys_for(&mut self, _store: &Store, change: &Change) -> Vec<Key> {
         let obj = &change.object;
-        let ns = meta::namespace(obj).to_string();
         match (change.resource.group.as_str(), change.resource.resource.as_str()) {
             ("apps", "daemonsets") => {
-                let k = (ns, meta::name(obj).to_string());
+                let k = queue::key_of(obj);
                 if change.kind == ChangeKind::Deleted {
                     self.known.remove(&k);
                 } else {
@@ -66,9 +65,7 @@ impl Reconciler for DaemonSets {
                 }
                 vec![k]
             }
-            ("", "pods") => pods::controller_name(obj, "DaemonSet")
-                .map(|n| vec![(ns, n.to_string())])
-                .unwrap_or_default(),
+            ("", "pods") => queue::controller_key(obj, "DaemonSet"),
             ("", "nodes") => {
                 // Heartbeats change only status timestamps; labels, taints and existence matter.
                 let relevant = |o: &Value| (o.pointer("/metadata/labels").cloned(), o.pointer("/spec").cloned());

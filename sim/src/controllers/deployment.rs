@@ -18,7 +18,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::pods::{self, write_opts};
-use super::queue::{Key, Reconciler};
+use super::queue::{self, Key, Reconciler};
 use super::replicaset;
 use crate::meta;
 use crate::registry::{Gvr, ResourceKey};
@@ -50,21 +50,15 @@ impl Reconciler for Deployments {
     const NAME: &'static str = "deployment-controller";
 
     fn initial_keys(&mut self, objects: &[(ResourceKey, Arc<Value>)]) -> Vec<Key> {
-        objects
-            .iter()
-            .filter(|(k, _)| k.group == "apps" && k.resource == "deployments")
-            .map(|(_, o)| (meta::namespace(o).to_string(), meta::name(o).to_string()))
-            .collect()
+        queue::keys_of(objects, "apps", "deployments", |_| true)
     }
 
     fn keys_for(&mut self, store: &Store, change: &Change) -> Vec<Key> {
         let obj = &change.object;
         let ns = meta::namespace(obj).to_string();
         match (change.resource.group.as_str(), change.resource.resource.as_str()) {
-            ("apps", "deployments") => vec![(ns, meta::name(obj).to_string())],
-            ("apps", "replicasets") => pods::controller_name(obj, "Deployment")
-                .map(|n| vec![(ns, n.to_string())])
-                .unwrap_or_default(),
+            ("apps", "deployments") => vec![queue::key_of(obj)],
+            ("apps", "replicasets") => queue::controller_key(obj, "Deployment"),
             // Recreate waits for the old pods to be gone.
             ("", "pods") if change.kind == crate::store::ChangeKind::Deleted => {
                 pods::controller_name(obj, "ReplicaSet")

@@ -21,7 +21,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::pods::{self, write_opts};
-use super::queue::{Key, Reconciler};
+use super::queue::{self, Key, Reconciler};
 use crate::meta;
 use crate::registry::{Gvr, ResourceKey};
 use crate::status::ApiError;
@@ -41,21 +41,13 @@ impl Reconciler for Jobs {
     const NAME: &'static str = "job-controller";
 
     fn initial_keys(&mut self, objects: &[(ResourceKey, Arc<Value>)]) -> Vec<Key> {
-        objects
-            .iter()
-            .filter(|(k, _)| k.group == "batch" && k.resource == "jobs")
-            .map(|(_, o)| (meta::namespace(o).to_string(), meta::name(o).to_string()))
-            .collect()
+        queue::keys_of(objects, "batch", "jobs", |_| true)
     }
 
     fn keys_for(&mut self, _store: &Store, change: &Change) -> Vec<Key> {
-        let obj = &change.object;
-        let ns = meta::namespace(obj).to_string();
         match (change.resource.group.as_str(), change.resource.resource.as_str()) {
-            ("batch", "jobs") => vec![(ns, meta::name(obj).to_string())],
-            ("", "pods") => pods::controller_name(obj, "Job")
-                .map(|n| vec![(ns, n.to_string())])
-                .unwrap_or_default(),
+            ("batch", "jobs") => vec![queue::key_of(&change.object)],
+            ("", "pods") => queue::controller_key(&change.object, "Job"),
             _ => Vec::new(),
         }
     }

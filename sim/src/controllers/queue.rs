@@ -19,6 +19,33 @@ use crate::store::{Change, Store};
 /// A namespaced object: (namespace, name).
 pub(crate) type Key = (String, String);
 
+/// The key of a namespaced object.
+pub(crate) fn key_of(o: &Value) -> Key {
+    (crate::meta::namespace(o).to_string(), crate::meta::name(o).to_string())
+}
+
+/// The keys of the listed objects of `group`/`resource` that `pick` accepts (the informer's
+/// initial list).
+pub(crate) fn keys_of(
+    objects: &[(ResourceKey, Arc<Value>)],
+    group: &str,
+    resource: &str,
+    pick: impl Fn(&Value) -> bool,
+) -> Vec<Key> {
+    objects
+        .iter()
+        .filter(|(k, o)| k.group == group && k.resource == resource && pick(o))
+        .map(|(_, o)| key_of(o))
+        .collect()
+}
+
+/// The key of the object of `kind` that controls `dependent` (its controller ownerReference), if any.
+pub(crate) fn controller_key(dependent: &Value, kind: &str) -> Vec<Key> {
+    super::pods::controller_name(dependent, kind)
+        .map(|n| vec![(crate::meta::namespace(dependent).to_string(), n.to_string())])
+        .unwrap_or_default()
+}
+
 const FIRST_RETRY: Duration = Duration::from_millis(20);
 const MAX_RETRY: Duration = Duration::from_secs(10);
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::pods::{self, write_opts};
-use super::queue::{Key, Reconciler};
+use super::queue::{self, Key, Reconciler};
 use crate::meta;
 use crate::registry::{Gvr, ResourceKey};
 use crate::status::ApiError;
@@ -27,21 +27,13 @@ impl Reconciler for ReplicaSets {
     const NAME: &'static str = "replicaset-controller";
 
     fn initial_keys(&mut self, objects: &[(ResourceKey, Arc<Value>)]) -> Vec<Key> {
-        objects
-            .iter()
-            .filter(|(k, _)| k.group == "apps" && k.resource == "replicasets")
-            .map(|(_, o)| (meta::namespace(o).to_string(), meta::name(o).to_string()))
-            .collect()
+        queue::keys_of(objects, "apps", "replicasets", |_| true)
     }
 
     fn keys_for(&mut self, _store: &Store, change: &Change) -> Vec<Key> {
-        let obj = &change.object;
-        let ns = meta::namespace(obj).to_string();
         match (change.resource.group.as_str(), change.resource.resource.as_str()) {
-            ("apps", "replicasets") => vec![(ns, meta::name(obj).to_string())],
-            ("", "pods") => pods::controller_name(obj, "ReplicaSet")
-                .map(|n| vec![(ns, n.to_string())])
-                .unwrap_or_default(),
+            ("apps", "replicasets") => vec![queue::key_of(&change.object)],
+            ("", "pods") => queue::controller_key(&change.object, "ReplicaSet"),
             _ => Vec::new(),
         }
     }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::job;
-use super::queue::{Key, Reconciler};
+use super::queue::{self, Key, Reconciler};
 use crate::meta;
 use crate::registry::ResourceKey;
 use crate::status::ApiError;
@@ -28,17 +28,13 @@ impl Reconciler for TtlAfterFinished {
     const NAME: &'static str = "ttl-after-finished-controller";
 
     fn initial_keys(&mut self, objects: &[(ResourceKey, Arc<Value>)]) -> Vec<Key> {
-        objects
-            .iter()
-            .filter(|(k, o)| k.group == "batch" && k.resource == "jobs" && wants(o))
-            .map(|(_, o)| (meta::namespace(o).to_string(), meta::name(o).to_string()))
-            .collect()
+        queue::keys_of(objects, "batch", "jobs", wants)
     }
 
     fn keys_for(&mut self, _store: &Store, change: &Change) -> Vec<Key> {
         let obj = &change.object;
         if change.resource.group == "batch" && change.resource.resource == "jobs" && wants(obj) {
-            vec![(meta::namespace(obj).to_string(), meta::name(obj).to_string())]
+            vec![queue::key_of(obj)]
         } else {
             Vec::new()
         }
