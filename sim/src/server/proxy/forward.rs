@@ -9,7 +9,6 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
@@ -17,9 +16,7 @@ use http::{Request, Response};
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{DigitallySignedStruct, SignatureScheme};
+use rustls::pki_types::ServerName;
 
 use super::location::{Location, Scheme};
 use super::paths;
@@ -211,7 +208,7 @@ async fn connect(location: &Location) -> Result<Sender, String> {
         Scheme::Https => {
             let name = ServerName::try_from(location.hostname.clone())
                 .map_err(|_| format!("invalid server name {:?}", location.hostname))?;
-            let tls = tokio_rustls::TlsConnector::from(tls_config()?).connect(name, tcp);
+            let tls = tokio_rustls::TlsConnector::from(crate::tls::skip_verify_client_config()?).connect(name, tcp);
             match tokio::time::timeout(TLS_TIMEOUT, tls).await {
                 Ok(Ok(tls)) => handshake(tls).await,
                 Ok(Err(e)) => Err(tls_error(&e)),
@@ -289,62 +286,4 @@ fn tls_error(e: &std::io::Error) -> String {
         Some(other) => format!("tls: {other}"),
         None => format!("tls: {e}"),
     }
-}
-
-/// Accepts any server certificate but still checks the handshake signatures, as Go's
-/// `InsecureSkipVerify` does.
-#[derive(Debug)]
-struct SkipVerify(Arc<rustls::crypto::CryptoProvider>);
-
-impl ServerCertVerifier for SkipVerify {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
-/// The one client TLS configuration (HTTP/1.1 only, no client certificate).
-fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
-    static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
-    CONFIG
-        .get_or_init(|| {
-            let provider = Arc::new(rustls::crypto::ring::default_provider());
-            let mut config = rustls::ClientConfig::builder_with_provider(provider.clone())
-                .with_safe_default_protocol_versions()
-                .map_err(|e| format!("tls: {e}"))?
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(SkipVerify(provider)))
-                .with_no_client_auth();
-            config.alpn_protocols = vec![b"http/1.1".to_vec()];
-            Ok(Arc::new(config))
-        })
-        .clone()
 }
