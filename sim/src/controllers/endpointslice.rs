@@ -159,20 +159,8 @@ fn desired(service: &Value, pods: &[Value]) -> BTreeMap<String, Vec<Value>> {
                 "serving": serving,
                 "terminating": terminating,
             },
-            "targetRef": { "kind": "Pod", "namespace": meta::namespace(pod), "name": meta::name(pod), "uid": meta::uid(pod) },
         });
-        if let Some(node) = pod
-            .pointer("/spec/nodeName")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-        {
-            endpoint["nodeName"] = json!(node);
-        }
-        let hostname = pod.pointer("/spec/hostname").and_then(Value::as_str).unwrap_or("");
-        let subdomain = pod.pointer("/spec/subdomain").and_then(Value::as_str).unwrap_or("");
-        if !hostname.is_empty() && subdomain == svc_name {
-            endpoint["hostname"] = json!(hostname);
-        }
+        ep::add_pod_identity(&mut endpoint, pod, svc_name);
         let mut ports = Vec::new();
         for sp in &svc_ports {
             let Some(number) = ep::find_port(pod, sp) else { continue };

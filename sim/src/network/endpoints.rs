@@ -306,22 +306,8 @@ fn subsets_for(service: &Value, pods: &[Value]) -> Vec<Value> {
         else {
             continue;
         };
-        let mut address = json!({
-            "ip": ip,
-            "targetRef": { "kind": "Pod", "namespace": meta::namespace(pod), "name": meta::name(pod), "uid": meta::uid(pod) },
-        });
-        if let Some(node) = pod
-            .pointer("/spec/nodeName")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-        {
-            address["nodeName"] = json!(node);
-        }
-        let hostname = pod.pointer("/spec/hostname").and_then(Value::as_str).unwrap_or("");
-        let subdomain = pod.pointer("/spec/subdomain").and_then(Value::as_str).unwrap_or("");
-        if !hostname.is_empty() && subdomain == svc_name {
-            address["hostname"] = json!(hostname);
-        }
+        let mut address = json!({ "ip": ip });
+        add_pod_identity(&mut address, pod, svc_name);
         let ready = publish_not_ready || is_ready(pod);
         let address_key = address.to_string();
         let mut add = |port_key: String| {
@@ -444,6 +430,25 @@ pub(crate) fn find_port(pod: &Value, service_port: &Value) -> Option<i64> {
             })
             .and_then(|p| p.get("containerPort").and_then(Value::as_i64)),
         _ => None,
+    }
+}
+
+/// What an Endpoints address and an EndpointSlice endpoint both say of their pod: `targetRef`,
+/// `nodeName` when bound, and `hostname` when the pod's `subdomain` is the Service.
+pub(crate) fn add_pod_identity(endpoint: &mut Value, pod: &Value, svc_name: &str) {
+    endpoint["targetRef"] =
+        json!({ "kind": "Pod", "namespace": meta::namespace(pod), "name": meta::name(pod), "uid": meta::uid(pod) });
+    if let Some(node) = pod
+        .pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+    {
+        endpoint["nodeName"] = json!(node);
+    }
+    let hostname = pod.pointer("/spec/hostname").and_then(Value::as_str).unwrap_or("");
+    let subdomain = pod.pointer("/spec/subdomain").and_then(Value::as_str).unwrap_or("");
+    if !hostname.is_empty() && subdomain == svc_name {
+        endpoint["hostname"] = json!(hostname);
     }
 }
 

@@ -178,29 +178,44 @@ impl Worker {
                     }
                 }
             } else {
-                let field = container_field(&self.ctrs[i]);
-                self.event(
-                    Some(&field),
-                    "Normal",
-                    "Pulled",
-                    &format!("Container image {image:?} already present on machine"),
-                )
-                .await;
+                self.image_present(i).await;
             }
             self.ctrs[i].pulled = true;
         }
-        if let Some(msg) = super::refs::missing_env(&self.ctx.store, &self.pod, &self.ctrs[i].spec) {
-            self.wait_with(
-                i,
-                "CreateContainerConfigError",
-                msg.clone(),
-                Some(("Failed", format!("Error: {msg}"))),
-            )
-            .await;
+        if self.env_refs_missing(i).await {
             return;
         }
         self.ctrs[i].reported = None;
         self.start(i, Run::Script(script)).await;
+    }
+
+    /// The kubelet's event for an image it need not pull.
+    async fn image_present(&self, i: usize) {
+        let field = container_field(&self.ctrs[i]);
+        let image = &self.ctrs[i].image;
+        self.event(
+            Some(&field),
+            "Normal",
+            "Pulled",
+            &format!("Container image {image:?} already present on machine"),
+        )
+        .await;
+    }
+
+    /// Whether a ConfigMap, Secret or key the container's env names is missing; if so the
+    /// container waits in CreateContainerConfigError.
+    async fn env_refs_missing(&mut self, i: usize) -> bool {
+        let Some(msg) = super::refs::missing_env(&self.ctx.store, &self.pod, &self.ctrs[i].spec) else {
+            return false;
+        };
+        self.wait_with(
+            i,
+            "CreateContainerConfigError",
+            msg.clone(),
+            Some(("Failed", format!("Error: {msg}"))),
+        )
+        .await;
+        true
     }
 
     /// A container whose image is a local image: its view, its command, then a real process.
@@ -209,25 +224,10 @@ impl Worker {
             return;
         };
         if !self.ctrs[i].pulled {
-            let field = container_field(&self.ctrs[i]);
-            let image = self.ctrs[i].image.clone();
-            self.event(
-                Some(&field),
-                "Normal",
-                "Pulled",
-                &format!("Container image {image:?} already present on machine"),
-            )
-            .await;
+            self.image_present(i).await;
             self.ctrs[i].pulled = true;
         }
-        if let Some(msg) = super::refs::missing_env(&self.ctx.store, &self.pod, &self.ctrs[i].spec) {
-            self.wait_with(
-                i,
-                "CreateContainerConfigError",
-                msg.clone(),
-                Some(("Failed", format!("Error: {msg}"))),
-            )
-            .await;
+        if self.env_refs_missing(i).await {
             return;
         }
         let pod_ip = self.pod_ip.clone().unwrap_or_default();
