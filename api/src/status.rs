@@ -87,6 +87,11 @@ pub struct SparkApplicationStatus {
     /// The most recently seen executors, by pod name (bounded).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub recent_executors: BTreeMap<String, ExecutorRecord>,
+    /// Executor terminations of the current submission that node agents reported and the controller has
+    /// not counted yet (as a Job's `uncountedTerminatedPods`): any replica records a report here, and the
+    /// leader moves it into the counts. Bounded by the status byte budget.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub uncounted_executor_terminations: Vec<TerminationRecord>,
 }
 
 /// The driver and its UI.
@@ -154,6 +159,10 @@ pub struct TerminationRecord {
     /// The last lines of the container's log (bounded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_tail: Option<String>,
+    /// The runtime's id of the terminated container (`containerd://...` form without the scheme), when a
+    /// node agent or the pod status named it: a report replayed for the same container changes nothing.
+    #[serde(default, rename = "containerID", skip_serializing_if = "Option::is_none")]
+    pub container_id: Option<String>,
 }
 
 impl TerminationRecord {

@@ -4,6 +4,8 @@
 //! - [`cri::v1`]: the read-only subset of the Kubernetes CRI `runtime.v1.RuntimeService`
 //!   that the node agent uses to watch containers, and that the simulated cluster serves
 //!   from each node. Wire-compatible with containerd and CRI-O.
+//! - [`agent::v1`]: the node agent's termination reports to the operator (`TerminationReports`):
+//!   at-least-once delivery, acknowledged only after the status write.
 //! - [`unix`]: serving and connecting gRPC over unix sockets, the way CRI is exposed.
 //!
 //! `tonic` and `prost` are re-exported so dependents use exactly the versions the generated
@@ -25,5 +27,15 @@ pub mod cri {
     #[allow(clippy::all, clippy::pedantic, clippy::nursery, missing_docs, rustdoc::all)]
     pub mod v1 {
         tonic::include_proto!("runtime.v1");
+    }
+}
+
+/// The node agent's contract with the operator.
+pub mod agent {
+    /// `sparkoperator.agent.v1`: [`v1::TerminationReport`], the `TerminationReports` stream and its
+    /// acks. Source: `proto/agent/reports.proto`.
+    #[allow(clippy::all, clippy::pedantic, clippy::nursery, missing_docs, rustdoc::all)]
+    pub mod v1 {
+        tonic::include_proto!("sparkoperator.agent.v1");
     }
 }

@@ -104,6 +104,7 @@ fn container_termination(pod: &SparkPod, container: &str, observer: TerminationO
         node_name: spec.and_then(|s| s.node_name.clone()),
         observed_by: Some(observer),
         log_tail: None,
+        container_id: None,
     })
 }
 
