@@ -11,3 +11,7 @@
 //! - [`delivery`]: the gRPC stream to the operator's report receiver (TLS, ServiceAccount token).
 //! - [`logs`]: Spark logs copied from `/var/log/pods` into the agent's own store, bounded, and served.
 //! - [`metrics`]: what the agent counts.
+
+pub mod cri_log;
+pub mod identity;
+pub mod logs;
