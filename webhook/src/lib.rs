@@ -19,4 +19,4 @@ pub mod review;
 pub mod server;
 pub mod validate;
 
-pub use server::{Error, WebhookArgs, run};
+pub use server::{Error, WebhookArgs, run, serve};

@@ -22,6 +22,7 @@ use spark_operator_runtime::metrics::{Counter, Histogram, LATENCY_SECONDS, Rende
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
 
 use crate::apps::{Apps, Found};
 use crate::certs::bundle::{ConfigurationRef, Kind as BundleKind};
@@ -76,6 +77,11 @@ pub struct WebhookArgs {
     /// The ValidatingWebhookConfiguration whose caBundle the webhook keeps; empty: none.
     #[arg(long, default_value = crate::configuration::VALIDATING_NAME)]
     pub webhook_validating_configuration: String,
+
+    /// The ConfigMap (in --webhook-namespace) that publishes the trusted CAs, key `ca.crt`, to the node
+    /// agents, which trust the report receiver's certificate through it; empty: none.
+    #[arg(long, default_value = "spark-operator-ca")]
+    pub webhook_ca_config_map: String,
 
     /// A serving certificate from outside (cert-manager): PEM certificate file; with
     /// --webhook-key-file. The files are watched; caBundle is then left to whoever issues them.
@@ -137,6 +143,12 @@ impl WebhookArgs {
         subject.ip_addresses = self.webhook_ip_addresses.clone();
         let mut managed = Managed::new(&self.webhook_namespace, subject);
         managed.secret_name = self.webhook_ca_secret.clone();
+        if !self.webhook_ca_config_map.is_empty() {
+            managed.ca_config_map = Some(crate::certs::CaConfigMap {
+                namespace: self.webhook_namespace.clone(),
+                name: self.webhook_ca_config_map.clone(),
+            });
+        }
         for (kind, name) in [
             (BundleKind::Mutating, &self.webhook_mutating_configuration),
             (BundleKind::Validating, &self.webhook_validating_configuration),
@@ -382,8 +394,23 @@ async fn handle(request: Request<Incoming>, shared: &Shared) -> Response<Full<By
 }
 
 /// Serves admission reviews until the runtime shuts down, then drains the reviews in flight. Ready (in
-/// `/readyz`) once listening with the application cache synced.
+/// `/readyz`) once listening with the application cache synced. The serving certificates are the
+/// webhook's own ([`WebhookArgs::certificates`]); see [`serve`] to share them with other servers.
 pub async fn run(args: WebhookArgs, runtime: &Runtime) -> Result<(), Error> {
+    if matches!(args.webhook_address, Listen::Off) {
+        return Ok(());
+    }
+    let certificates = if args.webhook_plain_http {
+        None
+    } else {
+        Some(CertManager::start_in(args.certificates(), runtime).map_err(Error::Certificates)?)
+    };
+    serve(args, runtime, certificates.as_ref().map(CertManager::acceptor)).await
+}
+
+/// [`run`] with the TLS acceptor given (None: plain HTTP), for a process whose servers share one
+/// [`CertManager`] (the operator's webhook and report receiver).
+pub async fn serve(args: WebhookArgs, runtime: &Runtime, acceptor: Option<TlsAcceptor>) -> Result<(), Error> {
     let Listen::On(address) = args.webhook_address else {
         return Ok(());
     };
@@ -409,12 +436,6 @@ pub async fn run(args: WebhookArgs, runtime: &Runtime) -> Result<(), Error> {
         metrics,
         recorder: Recorder::new(client, reporter),
     });
-    let certificates = if args.webhook_plain_http {
-        None
-    } else {
-        Some(CertManager::start_in(args.certificates(), runtime).map_err(Error::Certificates)?)
-    };
-    let acceptor = certificates.as_ref().map(CertManager::acceptor);
     tracing::info!(%bound, tls = acceptor.is_some(), "serving admission reviews");
     let _synced = spark_operator_runtime::task::AbortOnDrop(tokio::spawn(async move {
         apps.synced().await;
@@ -463,6 +484,5 @@ pub async fn run(args: WebhookArgs, runtime: &Runtime) -> Result<(), Error> {
     // Drain what is in flight, bounded so a stuck client cannot hold the shutdown.
     let _ = tokio::time::timeout(DRAIN, async { while connections.join_next().await.is_some() {} }).await;
     drop(cache);
-    drop(certificates);
     Ok(())
 }

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rustls_pki_types::CertificateDer;
-use spark_operator_webhook::certs::{CertConfig, CertManager, Managed, Subject, Timing, external};
+use spark_operator_webhook::certs::{CaConfigMap, CertConfig, CertManager, Managed, Subject, Timing, external};
 use support::*;
 use tokio::net::TcpListener;
 
@@ -43,6 +43,10 @@ impl Replica {
             },
         );
         managed.configurations = configurations();
+        managed.ca_config_map = Some(CaConfigMap {
+            namespace: NAMESPACE.into(),
+            name: CA_CONFIG_MAP.into(),
+        });
         managed.timing = timing.clone();
         let manager = CertManager::start(CertConfig::Managed(managed), client).unwrap();
         let listener = TcpListener::bind((ip, port)).await.unwrap();
@@ -116,6 +120,12 @@ async fn forced_rotation_under_continuous_exchanges_with_restarts() {
     })
     .await
     .expect("the first CA reaches caBundle");
+    // The agents' CA ConfigMap follows the same bundle.
+    poll(LIMIT, || async {
+        (ca_config_map(&client).await == [old.clone()]).then_some(())
+    })
+    .await
+    .expect("the first CA reaches the CA ConfigMap");
 
     // Admission-like exchanges, four at a time, to whichever replicas are up (a Service sends nothing
     // to a pod that is not ready), each trusting caBundle as an API server sees it: from a cache that
@@ -240,10 +250,11 @@ async fn forced_rotation_under_continuous_exchanges_with_restarts() {
     poll(LIMIT, || async {
         let state = ca_state(&client).await?;
         let bundle = ca_bundle(&client).await;
-        (state.bundle == [next.clone()] && bundle == [next.clone()]).then_some(())
+        let agents = ca_config_map(&client).await;
+        (state.bundle == [next.clone()] && bundle == [next.clone()] && agents == [next.clone()]).then_some(())
     })
     .await
-    .expect("the old CA leaves the bundle");
+    .expect("the old CA leaves the bundle and the CA ConfigMap");
     // Enough exchanges in all, and some of them under the new CA alone.
     let before = seen.under_new.load(Ordering::Relaxed);
     poll(LIMIT, || async {

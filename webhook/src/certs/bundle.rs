@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
 use rustls_pki_types::CertificateDer;
 use serde_json::json;
@@ -39,6 +40,19 @@ pub struct ConfigurationRef {
     pub kind: Kind,
     pub name: String,
 }
+
+/// The ConfigMap that publishes the trusted CAs to the operator's clients outside the API server (the
+/// node agents, which trust the report receiver's certificate through it): key [`CA_CONFIG_MAP_KEY`], the
+/// same union of CAs as `caBundle`. Unlike the webhook configurations it is the operator's own, so it is
+/// created when missing. It never holds a key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CaConfigMap {
+    pub namespace: String,
+    pub name: String,
+}
+
+/// The key of the CA bundle in [`CaConfigMap`].
+pub const CA_CONFIG_MAP_KEY: &str = "ca.crt";
 
 /// Why a configuration's `caBundle` could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -177,4 +191,58 @@ pub async fn sync(
         }
     }
     Ok(synced)
+}
+
+/// Makes the CA ConfigMap hold exactly `cas`, creating it if needed, and reads it back; the result is
+/// confirmed only when the read-back holds them (the rotation's switch waits for that, as for `caBundle`).
+pub async fn sync_config_map(
+    client: &kube::Client,
+    target: &CaConfigMap,
+    cas: &[CertificateDer<'static>],
+) -> Result<Synced, Error> {
+    const KIND: &str = "ConfigMap";
+    let wanted: BTreeSet<&[u8]> = cas.iter().map(|c| c.as_ref()).collect();
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &target.namespace);
+    let name = || format!("{}/{}", target.namespace, target.name);
+    let read = || async {
+        api.get_opt(&target.name)
+            .await
+            .map_err(|source| Error::Read {
+                kind: KIND,
+                name: name(),
+                source,
+            })
+            .map(|c| {
+                c.and_then(|c| c.data)
+                    .and_then(|mut d| d.remove(CA_CONFIG_MAP_KEY))
+                    .unwrap_or_default()
+            })
+    };
+    if holds(read().await?.as_bytes(), &wanted) {
+        return Ok(Synced {
+            confirmed: true,
+            applied: 0,
+        });
+    }
+    let patch = json!({
+        "apiVersion": "v1",
+        "kind": KIND,
+        "metadata": { "name": target.name, "namespace": target.namespace },
+        "data": { CA_CONFIG_MAP_KEY: pem::encode(cas) },
+    });
+    api.patch(
+        &target.name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await
+    .map_err(|source| Error::Apply {
+        kind: KIND,
+        name: name(),
+        source,
+    })?;
+    Ok(Synced {
+        confirmed: holds(read().await?.as_bytes(), &wanted),
+        applied: 1,
+    })
 }

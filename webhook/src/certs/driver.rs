@@ -197,6 +197,15 @@ impl Authority {
                 }
                 Err(error) => bundle_error = Some(error),
             }
+            if let Some(target) = &self.config.ca_config_map {
+                match bundle::sync_config_map(&self.client, target, &trusted).await {
+                    Ok(synced) => {
+                        self.metrics.bundle_applies.add(synced.applied);
+                        confirmed &= synced.confirmed;
+                    }
+                    Err(error) => bundle_error = Some(error),
+                }
+            }
         }
         let step = authority::decide(state.as_ref(), now, &self.config.timing, confirmed);
         let contents = authority::contents_after(&step, state.as_ref(), now, &self.config.timing).map_err(Error::Ca)?;

@@ -33,7 +33,7 @@ use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
 pub use authority::Timing;
-pub use bundle::{ConfigurationRef, Kind};
+pub use bundle::{CaConfigMap, ConfigurationRef, Kind};
 pub use leaf::Subject;
 pub use metrics::CertMetrics;
 pub use resolver::CertResolver;
@@ -51,6 +51,8 @@ pub struct Managed {
     pub subject: Subject,
     /// The configurations whose `caBundle` the webhook keeps.
     pub configurations: Vec<ConfigurationRef>,
+    /// The ConfigMap that publishes the trusted CAs to the node agents, if any.
+    pub ca_config_map: Option<CaConfigMap>,
     pub timing: Timing,
     /// Test only: behave as Kubeflow's webhook does (generate a CA at start, overwrite the Secret
     /// unconditionally, serve a certificate from that CA and never follow the Secret), to show the
@@ -67,6 +69,7 @@ impl Managed {
             secret_name: DEFAULT_SECRET_NAME.to_owned(),
             subject,
             configurations: Vec::new(),
+            ca_config_map: None,
             timing: Timing::default(),
             #[cfg(feature = "test-hooks")]
             naive_overwrite: false,

@@ -104,6 +104,22 @@ pub async fn ca_bundle(client: &kube::Client) -> Vec<CertificateDer<'static>> {
     first
 }
 
+/// The CA ConfigMap the agents read (`spark-operator-ca`, key `ca.crt`), parsed; empty if absent.
+pub async fn ca_config_map(client: &kube::Client) -> Vec<CertificateDer<'static>> {
+    let map = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), NAMESPACE)
+        .get_opt(CA_CONFIG_MAP)
+        .await
+        .unwrap();
+    let text = map
+        .and_then(|m| m.data)
+        .and_then(|mut d| d.remove(bundle::CA_CONFIG_MAP_KEY))
+        .unwrap_or_default();
+    spark_operator_webhook::certs::pem::certificates(text.as_bytes()).unwrap_or_default()
+}
+
+/// The name the tests give the CA ConfigMap.
+pub const CA_CONFIG_MAP: &str = "spark-operator-ca";
+
 /// The CA Secret's parsed state, if it exists.
 pub async fn ca_state(client: &kube::Client) -> Option<authority::CaState> {
     Api::<Secret>::namespaced(client.clone(), NAMESPACE)
