@@ -311,7 +311,19 @@ impl Controller {
             let _ = kill.send(());
         }
         if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+            // Joining blocks this thread. On a test's multi-threaded runtime (which also runs the sim) it
+            // must not hold a worker: a task parked in that worker's LIFO slot (say, the sim answering the
+            // component's last request) cannot be stolen by the other worker and would wait for the join
+            // that waits for it.
+            let multi_thread = tokio::runtime::Handle::try_current()
+                .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+            if multi_thread {
+                tokio::task::block_in_place(|| {
+                    let _ = thread.join();
+                });
+            } else {
+                let _ = thread.join();
+            }
         }
     }
 }
