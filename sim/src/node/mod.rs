@@ -21,6 +21,7 @@ mod allocation;
 mod config;
 mod containers;
 pub mod cri;
+mod cri_faults;
 mod events;
 mod expand;
 mod failures;
@@ -56,6 +57,7 @@ use tokio::task::JoinHandle;
 
 pub use allocation::AllocationStats;
 pub use config::{KubeletConfig, LifecycleConfig, NodeSpec, NodesConfig, PodGc, PodGcParseError, Taint};
+pub use cri_faults::CriFaults;
 pub use local_images::{LocalImage, LocalImageParseError};
 
 use crate::status::ApiError;
@@ -177,6 +179,12 @@ impl NodeHandle {
     /// The node's CRI `RuntimeService` socket, where containerd has it.
     pub fn cri_socket(&self) -> PathBuf {
         kubelet::cri_socket_path(&self.root)
+    }
+
+    /// Scripted misbehaviour of this node's container runtime, as CRI clients see it (dropped or
+    /// reordered events, a late OOM reason, a runtime restart, no events); see [`CriFaults`].
+    pub fn cri_faults(&self) -> CriFaults {
+        CriFaults::new(self.kubelet.runtime.clone())
     }
 
     /// The node's `/var/log/pods`.
