@@ -10,7 +10,8 @@
 //!   `process.rs`); Spark driver pods run a fake Spark driver (`spark_driver.rs`) that creates
 //!   executors as Spark does (`spark_executor.rs`).
 //! - Logs are CRI-format files under `<data-dir>/nodes/<node>/var/log/pods` (`logs.rs`), the
-//!   runtime is served over CRI on `<data-dir>/nodes/<node>/run/containerd/containerd.sock` (`cri.rs`).
+//!   runtime is served over CRI on `<data-dir>/nodes/<node>/run/containerd/containerd.sock` (`cri.rs`),
+//!   with the misbehaviour a test scripts (`cri_faults.rs`).
 //! - Pods whose image is a local image (`local_images.rs`) run a real process in its own mount,
 //!   UTS and PID namespaces (`sandbox.rs`), with probes (`probes.rs`).
 //! - Finished pods can be garbage-collected at once (`pod_gc.rs`).
