@@ -397,15 +397,18 @@ async fn a_runtime_restart_ends_streams_fails_calls_and_loses_the_events_meanwhi
         .expect("delete");
     create(store(&n), "ran-while-down", &[("run-time", "50ms"), ("exit-code", "4")]).await;
     settled(store(&n), "ran-while-down", "Failed").await;
+    // The kubelet removes the pod object once its container has stopped.
+    let mut gone = false;
     for _ in 0..1000 {
-        if store(&n)
+        gone = store(&n)
             .get(&Gvr::new("", "v1", "pods"), "default", "killed-while-down")
-            .is_err()
-        {
+            .is_err();
+        if gone {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    assert!(gone, "the deleted pod's container stopped");
 
     n.faults.end_downtime();
     assert!(!n.faults.is_down());
