@@ -10,7 +10,8 @@
 //!   `process.rs`); Spark driver pods run a fake Spark driver (`spark_driver.rs`) that creates
 //!   executors as Spark does (`spark_executor.rs`).
 //! - Logs are CRI-format files under `<data-dir>/nodes/<node>/var/log/pods` (`logs.rs`), the
-//!   runtime is served over CRI on `<data-dir>/nodes/<node>/run/containerd/containerd.sock` (`cri.rs`).
+//!   runtime is served over CRI on `<data-dir>/nodes/<node>/run/containerd/containerd.sock` (`cri.rs`),
+//!   with the misbehaviour a test scripts (`cri_faults.rs`).
 //! - Pods whose image is a local image (`local_images.rs`) run a real process in its own mount,
 //!   UTS and PID namespaces (`sandbox.rs`), with probes (`probes.rs`).
 //! - Finished pods can be garbage-collected at once (`pod_gc.rs`).
@@ -21,6 +22,7 @@ mod allocation;
 mod config;
 mod containers;
 pub mod cri;
+mod cri_faults;
 mod events;
 mod expand;
 mod failures;
@@ -56,6 +58,7 @@ use tokio::task::JoinHandle;
 
 pub use allocation::AllocationStats;
 pub use config::{KubeletConfig, LifecycleConfig, NodeSpec, NodesConfig, PodGc, PodGcParseError, Taint};
+pub use cri_faults::CriFaults;
 pub use local_images::{LocalImage, LocalImageParseError};
 
 use crate::status::ApiError;
@@ -177,6 +180,12 @@ impl NodeHandle {
     /// The node's CRI `RuntimeService` socket, where containerd has it.
     pub fn cri_socket(&self) -> PathBuf {
         kubelet::cri_socket_path(&self.root)
+    }
+
+    /// Scripted misbehaviour of this node's container runtime, as CRI clients see it (dropped or
+    /// reordered events, a late OOM reason, a runtime restart, no events); see [`CriFaults`].
+    pub fn cri_faults(&self) -> CriFaults {
+        CriFaults::new(self.kubelet.runtime.clone())
     }
 
     /// The node's `/var/log/pods`.

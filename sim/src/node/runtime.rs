@@ -8,7 +8,10 @@ use std::sync::Mutex;
 
 use serde_json::Value;
 use spark_operator_proto::cri::v1 as cri;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
+use tokio::time::Instant;
+
+use super::cri_faults::FaultState;
 
 /// How many container events a slow `GetContainerEvents` client may fall behind before it misses
 /// some (containerd drops events when its queue is full, too).
@@ -67,6 +70,8 @@ struct Container {
     exit_code: i32,
     reason: String,
     message: String,
+    /// An OOM kill whose reason shows `Error` until then (a delayed TaskOOM, see `cri_faults.rs`).
+    oom_reason_at: Option<Instant>,
 }
 
 #[derive(Default)]
@@ -78,6 +83,7 @@ struct State {
     /// Host octets (last byte) of the pod IPs in use.
     ips_in_use: BTreeSet<u8>,
     next_ip: u8,
+    faults: FaultState,
 }
 
 /// One node's runtime.
@@ -87,6 +93,8 @@ pub struct Runtime {
     pod_net: [u8; 3],
     state: Mutex<State>,
     events: broadcast::Sender<cri::ContainerEventResponse>,
+    /// Counts runtime restarts; open event streams end when it changes.
+    restarts: watch::Sender<u64>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -155,6 +163,7 @@ impl Runtime {
     /// `pod_cidr`, a /24 (a longer prefix is widened to its /24).
     pub fn new(pod_cidr: crate::network::Ipv4Cidr) -> Self {
         let (events, _) = broadcast::channel(EVENT_BUFFER);
+        let (restarts, _) = watch::channel(0);
         let [a, b, c, _] = pod_cidr.base().octets();
         Self {
             pod_net: [a, b, c],
@@ -163,6 +172,7 @@ impl Runtime {
                 ..State::default()
             }),
             events,
+            restarts,
         }
     }
 
@@ -173,6 +183,41 @@ impl Runtime {
     /// Container events from now on.
     pub fn subscribe(&self) -> broadcast::Receiver<cri::ContainerEventResponse> {
         self.events.subscribe()
+    }
+
+    /// Changes when the runtime restarts (see [`super::cri_faults::CriFaults::restart_runtime`]).
+    pub fn restarts(&self) -> watch::Receiver<u64> {
+        self.restarts.subscribe()
+    }
+
+    pub(crate) fn with_faults<R>(&self, f: impl FnOnce(&mut FaultState) -> R) -> R {
+        f(&mut self.lock().faults)
+    }
+
+    /// Whether the runtime is down: CRI calls fail.
+    pub fn is_down(&self) -> bool {
+        self.lock().faults.is_down()
+    }
+
+    /// Whether GetContainerEvents sends events (CRI-O's `enable_pod_events`).
+    pub fn pod_events_enabled(&self) -> bool {
+        self.lock().faults.pod_events()
+    }
+
+    /// A runtime restart with `downtime`: the event streams end, held events are lost.
+    pub(crate) fn restart(&self, downtime: std::time::Duration) {
+        self.lock().faults.go_down(downtime);
+        self.restarts.send_modify(|n| *n += 1);
+    }
+
+    /// Ends every fault and sends the STARTED events still held back.
+    pub(crate) fn clear_faults(&self) {
+        let mut st = self.lock();
+        for id in st.faults.clear() {
+            if let Some(sandbox) = st.containers.get(&id).map(|c| c.sandbox_id.clone()) {
+                self.deliver(&mut st, &id, &sandbox, cri::ContainerEventType::ContainerStartedEvent);
+            }
+        }
     }
 
     /// The pod CIDR this runtime's network plugin allocates from.
@@ -229,8 +274,8 @@ impl Runtime {
         };
         st.by_uid.entry(sandbox.uid.clone()).or_default().push(id.clone());
         st.sandboxes.insert(id.clone(), sandbox);
-        self.emit(&st, &id, &id, cri::ContainerEventType::ContainerCreatedEvent);
-        self.emit(&st, &id, &id, cri::ContainerEventType::ContainerStartedEvent);
+        self.emit(&mut st, &id, &id, cri::ContainerEventType::ContainerCreatedEvent);
+        self.emit(&mut st, &id, &id, cri::ContainerEventType::ContainerStartedEvent);
         Ok((id, ip))
     }
 
@@ -246,7 +291,7 @@ impl Runtime {
         if let Some(ip) = ip {
             st.ips_in_use.remove(&ip.octets()[3]);
         }
-        self.emit(&st, id, id, cri::ContainerEventType::ContainerStoppedEvent);
+        self.emit(&mut st, id, id, cri::ContainerEventType::ContainerStoppedEvent);
     }
 
     /// `CreateContainer` in a sandbox.
@@ -271,9 +316,10 @@ impl Runtime {
             exit_code: 0,
             reason: String::new(),
             message: String::new(),
+            oom_reason_at: None,
         };
         st.containers.insert(id.clone(), c);
-        self.emit(&st, &id, sandbox_id, cri::ContainerEventType::ContainerCreatedEvent);
+        self.emit(&mut st, &id, sandbox_id, cri::ContainerEventType::ContainerCreatedEvent);
         Ok(id)
     }
 
@@ -287,7 +333,7 @@ impl Runtime {
         c.state = cri::ContainerState::ContainerRunning;
         c.started_at = now_ns();
         let (started, sandbox) = (c.started_at, c.sandbox_id.clone());
-        self.emit(&st, id, &sandbox, cri::ContainerEventType::ContainerStartedEvent);
+        self.emit(&mut st, id, &sandbox, cri::ContainerEventType::ContainerStartedEvent);
         Ok(started)
     }
 
@@ -296,6 +342,7 @@ impl Runtime {
     /// `Completed` for exit code 0 and `Error` otherwise.
     pub fn exit_container(&self, id: &str, exit_code: i32, oom: bool) -> Result<i64, RuntimeError> {
         let mut st = self.lock();
+        let oom_reason_at = if oom { st.faults.oom_reason_at() } else { None };
         let c = st
             .containers
             .get_mut(id)
@@ -309,6 +356,7 @@ impl Runtime {
         c.state = cri::ContainerState::ContainerExited;
         c.finished_at = now_ns();
         c.exit_code = exit_code;
+        c.oom_reason_at = oom_reason_at;
         c.reason = if oom {
             "OOMKilled".into()
         } else if exit_code == 0 {
@@ -317,7 +365,7 @@ impl Runtime {
             "Error".into()
         };
         let (finished, sandbox) = (c.finished_at, c.sandbox_id.clone());
-        self.emit(&st, id, &sandbox, cri::ContainerEventType::ContainerStoppedEvent);
+        self.emit(&mut st, id, &sandbox, cri::ContainerEventType::ContainerStoppedEvent);
         Ok(finished)
     }
 
@@ -337,7 +385,7 @@ impl Runtime {
                     if let Some(sb) = st.sandboxes.get_mut(&sb_id) {
                         sb.containers.retain(|c| c != &cid);
                     }
-                    self.emit(&st, &cid, &sb_id, cri::ContainerEventType::ContainerDeletedEvent);
+                    self.emit(&mut st, &cid, &sb_id, cri::ContainerEventType::ContainerDeletedEvent);
                 }
             }
             if let Some(sb) = st.sandboxes.get_mut(&sb_id)
@@ -348,11 +396,11 @@ impl Runtime {
                 if let Some(ip) = ip {
                     st.ips_in_use.remove(&ip.octets()[3]);
                 }
-                self.emit(&st, &sb_id, &sb_id, cri::ContainerEventType::ContainerStoppedEvent);
+                self.emit(&mut st, &sb_id, &sb_id, cri::ContainerEventType::ContainerStoppedEvent);
             }
             // The deleted event still names the sandbox; containerd sends it with a nil status.
             st.sandboxes.remove(&sb_id);
-            self.emit(&st, &sb_id, &sb_id, cri::ContainerEventType::ContainerDeletedEvent);
+            self.emit(&mut st, &sb_id, &sb_id, cri::ContainerEventType::ContainerDeletedEvent);
         }
     }
 
@@ -361,7 +409,50 @@ impl Runtime {
         self.lock().by_uid.contains_key(pod_uid)
     }
 
-    fn emit(&self, st: &State, container_id: &str, sandbox_id: &str, kind: cri::ContainerEventType) {
+    /// An event as the runtime generates it, through the faults in force (`cri_faults.rs`).
+    fn emit(&self, st: &mut State, container_id: &str, sandbox_id: &str, kind: cri::ContainerEventType) {
+        use cri::ContainerEventType as T;
+        if st.faults.is_down() {
+            // The runtime is not running: nothing generates events for what changes meanwhile.
+            return;
+        }
+        if container_id == sandbox_id {
+            self.send(st, container_id, sandbox_id, kind);
+            return;
+        }
+        match kind {
+            T::ContainerStartedEvent if st.faults.hold_started(container_id) => {}
+            T::ContainerStoppedEvent => {
+                let held = st.faults.release_started(container_id);
+                self.deliver(st, container_id, sandbox_id, kind);
+                if held {
+                    self.deliver(st, container_id, sandbox_id, T::ContainerStartedEvent);
+                }
+            }
+            T::ContainerDeletedEvent => {
+                if st.faults.release_started(container_id) {
+                    self.deliver(st, container_id, sandbox_id, T::ContainerStartedEvent);
+                }
+                self.deliver(st, container_id, sandbox_id, kind);
+            }
+            _ => self.deliver(st, container_id, sandbox_id, kind),
+        }
+    }
+
+    /// A container event, unless the faults drop it.
+    fn deliver(&self, st: &mut State, container_id: &str, sandbox_id: &str, kind: cri::ContainerEventType) {
+        if st.faults.drop_event(kind) {
+            tracing::debug!(
+                container_id,
+                kind = kind.as_str_name(),
+                "container event discarded (injected fault)"
+            );
+            return;
+        }
+        self.send(st, container_id, sandbox_id, kind);
+    }
+
+    fn send(&self, st: &State, container_id: &str, sandbox_id: &str, kind: cri::ContainerEventType) {
         // Building statuses costs; nobody listening means nothing to build.
         if self.events.receiver_count() == 0 {
             return;
@@ -525,6 +616,10 @@ fn image_spec(c: &Container) -> cri::ImageSpec {
 }
 
 fn container_status(c: &Container) -> cri::ContainerStatus {
+    let reason = match c.oom_reason_at {
+        Some(at) if Instant::now() < at => "Error".to_string(),
+        _ => c.reason.clone(),
+    };
     cri::ContainerStatus {
         id: c.id.clone(),
         metadata: Some(cri::ContainerMetadata {
@@ -538,7 +633,7 @@ fn container_status(c: &Container) -> cri::ContainerStatus {
         exit_code: c.exit_code,
         image: Some(image_spec(c)),
         image_ref: c.image_ref.clone(),
-        reason: c.reason.clone(),
+        reason,
         message: c.message.clone(),
         labels: c.config.labels.clone(),
         annotations: c.config.annotations.clone(),

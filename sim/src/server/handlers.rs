@@ -146,11 +146,22 @@ async fn handle_request(
         .unwrap_or("")
         .to_string();
 
-    let (verb, group, resource) = match &route {
-        Route::Resource(p) => (verb_of(req.method(), p, &query), p.group.clone(), p.resource.clone()),
-        _ => ("get", String::new(), String::new()),
+    let (verb, group, resource, subresource) = match &route {
+        Route::Resource(p) => (
+            verb_of(req.method(), p, &query),
+            p.group.clone(),
+            p.resource.clone(),
+            p.subresource.clone(),
+        ),
+        _ => ("get", String::new(), String::new(), None),
     };
-    let decision = state.faults.decide(verb, &group, &resource, user_agent(req.headers()));
+    let decision = state.faults.decide(
+        verb,
+        &group,
+        &resource,
+        subresource.as_deref(),
+        user_agent(req.headers()),
+    );
     if !decision.delay.is_zero() {
         tokio::time::sleep(decision.delay).await;
     }
@@ -190,11 +201,51 @@ async fn handle_request(
             Some(v) => response::json(200, &v),
             None => response::error(&ApiError::ResourceNotServed),
         },
-        Route::Resource(path) => match resource_request(&state, req, path, query, &accept, user).await {
-            Ok(resp) => resp,
-            Err(e) => response::error(&e),
-        },
+        Route::Resource(path) => {
+            // The pods this client is served show no container termination (a test's fault).
+            let hide_terminations = path.group.is_empty()
+                && path.resource == "pods"
+                && state.faults.hides_terminations(user_agent(req.headers()));
+            let present = Present {
+                table: wants_table(&accept),
+                hide_terminations,
+            };
+            match resource_request(&state, req, path, query, user, present).await {
+                Ok(resp) => resp,
+                Err(e) => response::error(&e),
+            }
+        }
         Route::NotFound => response::error(&ApiError::ResourceNotServed),
+    }
+}
+
+/// How the objects of one request are shown to its client.
+#[derive(Debug, Clone, Copy)]
+struct Present {
+    /// The client asked for a Table (`kubectl get`).
+    table: bool,
+    /// [`crate::faults::Faults::hide_terminations`]: set only for pods.
+    hide_terminations: bool,
+}
+
+impl Present {
+    fn object(self, obj: &mut Value) {
+        if self.hide_terminations {
+            crate::faults::hide_pod_terminations(obj);
+        }
+    }
+
+    fn list(self, list: &mut Value) {
+        if self.hide_terminations {
+            for item in list
+                .get_mut("items")
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+            {
+                crate::faults::hide_pod_terminations(item);
+            }
+        }
     }
 }
 
@@ -327,8 +378,8 @@ async fn resource_request(
     req: Request<hyper::body::Incoming>,
     path: ResourcePath,
     q: Query,
-    accept: &str,
     user: UserInfo,
+    present: Present,
 ) -> Result<Response<Body>, ApiError> {
     let gvr = Gvr::new(&path.group, &path.version, &path.resource);
     let info = state.store.resolve(&gvr)?;
@@ -359,11 +410,12 @@ async fn resource_request(
     let store = &state.store;
     match (method.as_str(), path.name.clone()) {
         ("GET", None) if path.legacy_watch || q.flag("watch") => {
-            watch(state, &info, &gvr, path.namespace.as_deref(), &q, accept, None)
+            watch(state, &info, &gvr, path.namespace.as_deref(), &q, None, present)
         }
         ("GET", None) => {
-            let list = store.list(&gvr, path.namespace.as_deref(), &list_options(&q)?)?;
-            if wants_table(accept) {
+            let mut list = store.list(&gvr, path.namespace.as_deref(), &list_options(&q)?)?;
+            present.list(&mut list);
+            if present.table {
                 let items: Vec<Value> = list["items"]
                     .as_array()
                     .map(|items| {
@@ -382,15 +434,16 @@ async fn resource_request(
             Ok(response::json(200, &list))
         }
         ("GET", Some(name)) if path.legacy_watch => {
-            watch(state, &info, &gvr, path.namespace.as_deref(), &q, accept, Some(&name))
+            watch(state, &info, &gvr, path.namespace.as_deref(), &q, Some(&name), present)
         }
         ("GET", Some(name)) if path.subresource.as_deref() == Some("log") => pod_log(state, &ns, &name, &q),
         ("GET", Some(name)) => {
             if info.namespaced && path.namespace.is_none() {
                 return Err(ApiError::ResourceNotServed);
             }
-            let obj = store.get(&gvr, &ns, &name)?;
-            if wants_table(accept) {
+            let mut obj = store.get(&gvr, &ns, &name)?;
+            present.object(&mut obj);
+            if present.table {
                 let include = IncludeObject::parse(q.get("includeObject"));
                 let meta = json!({ "resourceVersion": crate::meta::resource_version(&obj) });
                 return Ok(response::json(
@@ -407,7 +460,8 @@ async fn resource_request(
             let (headers, body) = read_body(req).await?;
             let obj = parse_object(&content_type(&headers), &body)?;
             let opts = write_options(&q, &headers, user);
-            let written = store.create(&gvr, &ns, obj, &opts).await?;
+            let mut written = store.create(&gvr, &ns, obj, &opts).await?;
+            present.object(&mut written.object);
             Ok(response::with_warnings(
                 response::json(201, &written.object),
                 &written.warnings,
@@ -438,9 +492,10 @@ async fn resource_request(
             let (headers, body) = read_body(req).await?;
             let obj = parse_object(&content_type(&headers), &body)?;
             let opts = write_options(&q, &headers, user);
-            let written = store
+            let mut written = store
                 .update(&gvr, &ns, &name, obj, path.subresource.as_deref(), &opts)
                 .await?;
+            present.object(&mut written.object);
             Ok(response::with_warnings(
                 response::json(200, &written.object),
                 &written.warnings,
@@ -450,9 +505,10 @@ async fn resource_request(
             let (headers, body) = read_body(req).await?;
             let patch = parse_patch(&content_type(&headers), &body)?;
             let opts = write_options(&q, &headers, user);
-            let written = store
+            let mut written = store
                 .patch(&gvr, &ns, &name, &patch, path.subresource.as_deref(), &opts)
                 .await?;
+            present.object(&mut written.object);
             let code = if written.created { 201 } else { 200 };
             Ok(response::with_warnings(
                 response::json(code, &written.object),
@@ -466,7 +522,9 @@ async fn resource_request(
             let body = if deleted.gone && !info.return_deleted_object {
                 success_status(&info.group, &info.resource, &name, crate::meta::uid(&deleted.object))
             } else {
-                deleted.object
+                let mut obj = deleted.object;
+                present.object(&mut obj);
+                obj
             };
             Ok(response::with_warnings(response::json(200, &body), &deleted.warnings))
         }
@@ -477,9 +535,10 @@ async fn resource_request(
             let list = list_options(&q)?;
             let (headers, body) = read_body(req).await?;
             let opts = delete_options(&q, &headers, &body, user)?;
-            let result = store
+            let mut result = store
                 .delete_collection(&gvr, path.namespace.as_deref(), &list, &opts)
                 .await?;
+            present.list(&mut result);
             Ok(response::json(200, &result))
         }
         _ => Err(ApiError::MethodNotAllowed),
@@ -547,8 +606,8 @@ fn watch(
     gvr: &Gvr,
     namespace: Option<&str>,
     q: &Query,
-    accept: &str,
     name: Option<&str>,
+    present: Present,
 ) -> Result<Response<Body>, ApiError> {
     let mut field_selector = q.non_empty("fieldSelector");
     if let Some(n) = name {
@@ -582,7 +641,7 @@ fn watch(
         bookmark_interval: Some(state.bookmark_interval),
     };
     let stream = state.store.watch(gvr, namespace, &opts)?;
-    let as_table = wants_table(accept);
+    let as_table = present.table;
     let include = IncludeObject::parse(q.get("includeObject"));
     let info = info.clone();
     let version = gvr.version.clone();
@@ -590,7 +649,8 @@ fn watch(
         let info = info.clone();
         let version = version.clone();
         async move {
-            let ev = stream.next().await?;
+            let mut ev = stream.next().await?;
+            present.object(&mut ev.object);
             let mut v = ev.to_json();
             if as_table && matches!(ev.type_, "ADDED" | "MODIFIED" | "DELETED") {
                 let meta = json!({ "resourceVersion": crate::meta::resource_version(&ev.object) });
