@@ -554,19 +554,20 @@ mod tests {
 
     #[test]
     fn malformed_reports_are_refused_naming_the_field() {
-        let cases: Vec<(&str, Box<dyn Fn(&mut TerminationReport)>)> = vec![
-            ("namespace", Box::new(|r| r.namespace.clear())),
-            ("namespace", Box::new(|r| r.namespace = "../kube-system".into())),
-            ("app_name", Box::new(|r| r.app_name.clear())),
-            ("pod_name", Box::new(|r| r.pod_name = "Pi Driver".into())),
-            ("submission_id", Box::new(|r| r.submission_id.clear())),
-            ("container_id", Box::new(|r| r.container_id.clear())),
-            ("role", Box::new(|r| r.role = 0)),
-            ("role", Box::new(|r| r.role = 7)),
-            ("container_name", Box::new(|r| r.container_name = "istio-proxy".into())),
-            ("executor_id", Box::new(|r| r.executor_id = None)),
-            ("executor_id", Box::new(|r| r.executor_id = Some(0))),
-            ("finished_at", Box::new(|r| r.finished_at = -1)),
+        type Break = fn(&mut TerminationReport);
+        let cases: Vec<(&str, Break)> = vec![
+            ("namespace", |r| r.namespace.clear()),
+            ("namespace", |r| r.namespace = "../kube-system".into()),
+            ("app_name", |r| r.app_name.clear()),
+            ("pod_name", |r| r.pod_name = "Pi Driver".into()),
+            ("submission_id", |r| r.submission_id.clear()),
+            ("container_id", |r| r.container_id.clear()),
+            ("role", |r| r.role = 0),
+            ("role", |r| r.role = 7),
+            ("container_name", |r| r.container_name = "istio-proxy".into()),
+            ("executor_id", |r| r.executor_id = None),
+            ("executor_id", |r| r.executor_id = Some(0)),
+            ("finished_at", |r| r.finished_at = -1),
         ];
         for (field, break_it) in cases {
             let mut wire = wire(Role::Executor);

@@ -296,8 +296,11 @@ struct Inner {
     metrics: Arc<ReportMetrics>,
     /// One lock per application, so this replica applies its reports one at a time instead of making
     /// them conflict with each other (other replicas and the leader still can: writes are conditional).
-    locks: Mutex<HashMap<(String, String), Weak<tokio::sync::Mutex<()>>>>,
+    locks: Mutex<HashMap<(String, String), Weak<AppLock>>>,
 }
+
+/// The turn of one application (see `Inner::locks`).
+type AppLock = tokio::sync::Mutex<()>;
 
 /// How recording one report went.
 enum Outcome {
@@ -460,7 +463,7 @@ impl Inner {
             match locks.get(&key).and_then(Weak::upgrade) {
                 Some(lock) => lock,
                 None => {
-                    let lock = Arc::new(tokio::sync::Mutex::new(()));
+                    let lock = Arc::new(AppLock::new(()));
                     locks.insert(key, Arc::downgrade(&lock));
                     lock
                 }
