@@ -463,5 +463,43 @@ async fn reports_are_recorded_before_they_are_acknowledged() {
         metrics.contains("spark_operator_termination_to_status_seconds_count 3\n"),
         "one per write: {metrics}"
     );
+
+    // The leader then does the rest: the run finishes from the agent's record (its driver pod is nowhere:
+    // without the record this would be "driver pod not found", FAILED), and the executor reports move
+    // into the counts, with their log tails, and out of the uncounted list, in one write.
+    #[derive(clap::Parser)]
+    struct Flags {
+        #[command(flatten)]
+        controller: spark_operator_controller::ControllerArgs,
+    }
+    let flags = <Flags as clap::Parser>::try_parse_from(["controller"]).unwrap();
+    let controller = tokio::spawn(async move {
+        let result = spark_operator_controller::run(flags.controller, &runtime).await;
+        (runtime, result)
+    });
+    let mut last = serde_json::Value::Null;
+    for _ in 0..300 {
+        last = status_of(&apps).await;
+        if last["applicationState"]["state"] == "COMPLETED" && last.get("uncountedExecutorTerminations").is_none() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(last["applicationState"]["state"], "COMPLETED", "{last:#}");
+    assert!(last.get("uncountedExecutorTerminations").is_none(), "{last:#}");
+    assert_eq!(last["executorCounts"]["failed"], 2, "{last:#}");
+    let failures: Vec<(&str, &str)> = last["recentExecutorFailures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["containerID"].as_str().unwrap(), f["logTail"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        failures,
+        [("c-exec-1", "the last line\n"), ("c-exec-2", "the last line\n")],
+        "{last:#}"
+    );
+    assert_eq!(last["driverTermination"]["observedBy"], "Agent");
+    controller.abort();
     drop(serving);
 }
