@@ -268,6 +268,70 @@ mod tests {
         assert!(matches!(bearer(&metadata(Some(&long))), Err(Error::MalformedToken)));
     }
 
+    /// An authenticator whose API server is unreachable: any review it makes fails.
+    fn offline() -> Authenticator {
+        let config = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
+        let client = kube::Client::try_from(config).unwrap();
+        let agents = [ServiceAccount {
+            namespace: "spark-operator".into(),
+            name: "spark-operator-agent".into(),
+        }];
+        Authenticator::new(client, "spark-operator", &agents)
+    }
+
+    #[tokio::test]
+    async fn reviews_are_cached_briefly_and_boundedly() {
+        let auth = offline();
+        let agent = "system:serviceaccount:spark-operator:spark-operator-agent".to_owned();
+        let now = Instant::now();
+        auth.remember(
+            "fresh",
+            Entry {
+                at: now,
+                outcome: Ok(agent.clone()),
+            },
+        );
+        auth.remember(
+            "refused",
+            Entry {
+                at: now,
+                outcome: Err(Error::NotAuthenticated { why: "expired".into() }),
+            },
+        );
+        let old = now.checked_sub(ACCEPTED_FOR + Duration::from_secs(1)).unwrap();
+        auth.remember(
+            "stale",
+            Entry {
+                at: old,
+                outcome: Ok(agent.clone()),
+            },
+        );
+        // Answered from the cache: the API server is not asked (it cannot be reached).
+        assert_eq!(auth.authenticate(&metadata(Some("Bearer fresh"))).await.unwrap(), agent);
+        assert!(matches!(
+            auth.authenticate(&metadata(Some("Bearer refused"))).await,
+            Err(Error::NotAuthenticated { .. })
+        ));
+        // Past its time the token is reviewed again; a review that fails is not cached.
+        let error = auth.authenticate(&metadata(Some("Bearer stale"))).await.unwrap_err();
+        assert!(matches!(error, Error::Review(_)), "{error}");
+        assert_eq!(error.status().code(), Code::Unavailable);
+        let before = auth.cached_tokens();
+        assert!(auth.authenticate(&metadata(Some("Bearer other"))).await.is_err());
+        assert_eq!(auth.cached_tokens(), before, "failed reviews are not remembered");
+
+        for i in 0..MAX_CACHED + 10 {
+            auth.remember(
+                &format!("token-{i}"),
+                Entry {
+                    at: Instant::now(),
+                    outcome: Ok(agent.clone()),
+                },
+            );
+        }
+        assert_eq!(auth.cached_tokens(), MAX_CACHED);
+    }
+
     #[test]
     fn refusals_map_to_grpc_codes_with_readable_messages() {
         let denied = Error::NotAnAgent {

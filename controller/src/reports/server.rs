@@ -427,19 +427,27 @@ impl Inner {
                         let seconds = Timestamp::now().duration_since(finished).as_secs_f64();
                         self.metrics.termination_to_status.observe(seconds.max(0.0));
                     }
-                    tracing::info!(
-                        namespace = report.namespace,
-                        app = report.app,
-                        pod = report.record.pod_name,
-                        container = report.container_id,
-                        role = if report.whose == Whose::Driver {
-                            "driver"
-                        } else {
-                            "executor"
-                        },
-                        exit_code = report.record.exit_code,
-                        "recorded a termination reported by a node agent"
-                    );
+                    // A driver's end is one line per run; executors' ends, at dynamic-allocation churn, are
+                    // for debugging only (their counts are in the status).
+                    if report.whose == Whose::Driver {
+                        tracing::info!(
+                            namespace = report.namespace,
+                            app = report.app,
+                            pod = report.record.pod_name,
+                            container = report.container_id,
+                            exit_code = report.record.exit_code,
+                            "recorded a driver's end reported by a node agent"
+                        );
+                    } else {
+                        tracing::debug!(
+                            namespace = report.namespace,
+                            app = report.app,
+                            pod = report.record.pod_name,
+                            container = report.container_id,
+                            exit_code = report.record.exit_code,
+                            "recorded an executor's end reported by a node agent"
+                        );
+                    }
                     return Outcome::Recorded;
                 }
                 // Someone else wrote the application since it was read: apply again on a fresh read.
