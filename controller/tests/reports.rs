@@ -14,8 +14,8 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube_sim::faults::{FaultAction, FaultRule};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
 use serde_json::json;
-use spark_operator_api::SparkApplication;
 use spark_operator_api::state::TerminationObserver;
+use spark_operator_api::{SparkApplication, labels};
 use spark_operator_controller::reports::{self, ReceiverArgs, ServiceAccount as AgentAccount};
 use spark_operator_proto::agent::v1::termination_reports_client::TerminationReportsClient;
 use spark_operator_proto::agent::v1::{ReportAck, ReportRequest, Role, TerminationReport, Verdict};
@@ -264,7 +264,39 @@ async fn reports_are_recorded_before_they_are_acknowledged() {
     let mut client = connect(serving.address, &pki.ca).await;
     let agent = token(&admin, AGENT_NAMESPACE, AGENT, AUDIENCE).await;
 
-    // A driver report: OK, and the driver's end is in the status, as the agent saw it.
+    // The driver pod of the submission, controlled by the application: still Pending (no node will ever
+    // run it), so it shows no end of its own.
+    let app_uid = apps.get(APP).await.unwrap().metadata.uid.unwrap();
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(admin.clone(), NAMESPACE);
+    let pod = serde_json::from_value(json!({
+        "metadata": {
+            "name": "pi-driver",
+            "labels": {
+                labels::LABEL_APP_NAME: APP,
+                labels::LABEL_SUBMISSION_ID: SUBMISSION,
+                labels::LABEL_LAUNCHED_BY_SPARK_OPERATOR: labels::LABEL_VALUE_TRUE,
+                labels::LABEL_SPARK_ROLE: "driver",
+            },
+            "ownerReferences": [{"apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication",
+                                 "name": APP, "uid": app_uid, "controller": true}],
+        },
+        "spec": {"containers": [{"name": "spark-kubernetes-driver", "image": "spark:4.0.0"}]},
+    }))
+    .unwrap();
+    let driver_uid = pods
+        .create(&PostParams::default(), &pod)
+        .await
+        .unwrap()
+        .metadata
+        .uid
+        .unwrap();
+    let driver_report = || {
+        let mut r = report(Role::Driver, "c-driver");
+        r.pod_uid = driver_uid.clone();
+        r
+    };
+
+    // A report of another pod by that name (its uid): DISCARD, nothing recorded.
     let acks = send(
         &mut client,
         Some(&agent),
@@ -272,6 +304,14 @@ async fn reports_are_recorded_before_they_are_acknowledged() {
     )
     .await
     .unwrap();
+    assert_eq!(acks[0].verdict(), Verdict::Discard, "{acks:?}");
+    assert!(acks[0].reason.contains("pod_uid"), "{}", acks[0].reason);
+    assert!(status_of(&apps).await.get("driverTermination").is_none());
+
+    // The driver's report: OK, and the driver's end is in the status, as the agent saw it.
+    let acks = send(&mut client, Some(&agent), vec![request(1, driver_report())])
+        .await
+        .unwrap();
     assert_eq!((acks[0].sequence, acks[0].verdict()), (1, Verdict::Ok), "{acks:?}");
     let status = status_of(&apps).await;
     let driver = &status["driverTermination"];
@@ -282,13 +322,9 @@ async fn reports_are_recorded_before_they_are_acknowledged() {
     let version = apps.get(APP).await.unwrap().metadata.resource_version;
 
     // The same report again (an agent that restarted before it saw the ack): OK, nothing written.
-    let acks = send(
-        &mut client,
-        Some(&agent),
-        vec![request(2, report(Role::Driver, "c-driver"))],
-    )
-    .await
-    .unwrap();
+    let acks = send(&mut client, Some(&agent), vec![request(2, driver_report())])
+        .await
+        .unwrap();
     assert_eq!(acks[0].verdict(), Verdict::Ok, "{acks:?}");
     assert_eq!(
         apps.get(APP).await.unwrap().metadata.resource_version,
@@ -452,7 +488,7 @@ async fn reports_are_recorded_before_they_are_acknowledged() {
         "{metrics}"
     );
     assert!(
-        metrics.contains("spark_operator_reports{verdict=\"discard\"} 5\n"),
+        metrics.contains("spark_operator_reports{verdict=\"discard\"} 6\n"),
         "{metrics}"
     );
     assert!(
@@ -464,9 +500,9 @@ async fn reports_are_recorded_before_they_are_acknowledged() {
         "one per write: {metrics}"
     );
 
-    // The leader then does the rest: the run finishes from the agent's record (its driver pod is nowhere:
-    // without the record this would be "driver pod not found", FAILED), and the executor reports move
-    // into the counts, with their log tails, and out of the uncounted list, in one write.
+    // The leader then does the rest: the run finishes from the agent's record although its driver pod
+    // shows nothing (before the record counted, a pending pod kept the run SUBMITTED), and the executor
+    // reports move into the counts, with their log tails, and out of the uncounted list, in one write.
     #[derive(clap::Parser)]
     struct Flags {
         #[command(flatten)]

@@ -43,6 +43,8 @@ pub struct Report {
     pub submission_id: String,
     pub whose: Whose,
     pub container_id: String,
+    /// The pod's uid as the agent read it (may be empty).
+    pub pod_uid: String,
     /// When the container finished, as the runtime reported it (nanoseconds kept, for the latency metric).
     pub finished_at: Option<Timestamp>,
     /// The status record: observed by the agent, with the container id, the message and the log tail
@@ -144,6 +146,7 @@ pub fn validate(report: Option<&TerminationReport>) -> Result<Report, String> {
         submission_id: report.submission_id.clone(),
         whose,
         container_id: report.container_id.clone(),
+        pod_uid: report.pod_uid.clone(),
         finished_at,
         record,
     })
@@ -222,6 +225,14 @@ pub fn apply(status: &mut SparkApplicationStatus, report: &Report, budget: usize
 
 fn apply_driver(status: &mut SparkApplicationStatus, report: &Report, budget: usize) -> Applied {
     let record = &report.record;
+    // The driver pod's name is fixed per submission: any other pod claiming to be its driver is not.
+    let driver = status.driver_info.pod_name.as_str();
+    if !driver.is_empty() && driver != record.pod_name {
+        return Applied::Discard(format!(
+            "pod {} is not the driver of the current submission ({driver})",
+            record.pod_name
+        ));
+    }
     let wanted = match &status.driver_termination {
         None => record.clone(),
         Some(existing) if existing.pod_name != record.pod_name => {
@@ -411,6 +422,17 @@ mod tests {
             assert!(reason.contains("superseded") && reason.contains("sub-2"), "{reason}");
         }
         assert_eq!(s, before);
+    }
+
+    #[test]
+    fn only_the_submissions_driver_pod_ends_the_run() {
+        let mut s = status();
+        s.driver_info.pod_name = "pi-driver".into();
+        let mut impostor = report(Role::Driver);
+        impostor.record.pod_name = "pi-driver-2".into();
+        assert!(matches!(apply(&mut s, &impostor, BUDGET), Applied::Discard(r) if r.contains("not the driver")));
+        assert_eq!(s.driver_termination, None);
+        assert_eq!(apply(&mut s, &report(Role::Driver), BUDGET), Applied::Changed);
     }
 
     #[test]

@@ -42,6 +42,7 @@ use super::apply::{self, Applied, Report, Whose};
 use super::auth::Authenticator;
 use crate::app::status;
 use crate::metrics::ReportMetrics;
+use crate::pod::SparkPod;
 
 /// Status writes tried per report when the application keeps changing under it (then RETRY).
 const WRITE_ATTEMPTS: usize = 5;
@@ -412,6 +413,11 @@ impl Inner {
             if app.metadata.deletion_timestamp.is_some() {
                 return Outcome::Discard(format!("application gone: {name} is being deleted"));
             }
+            if report.whose == Whose::Driver
+                && let Some(refusal) = self.not_the_driver(report, &app).await
+            {
+                return refusal;
+            }
             let stored = app.status.as_ref();
             let mut wanted = stored.cloned().unwrap_or_default();
             match apply::apply(&mut wanted, report, self.budget) {
@@ -458,6 +464,46 @@ impl Inner {
         Outcome::Retry(format!(
             "the application {name} kept changing while the report was recorded ({WRITE_ATTEMPTS} conflicts)"
         ))
+    }
+
+    /// A driver's end decides the run, so a report of one is checked against the pod while it exists:
+    /// the same pod (uid), controlled by the application, as the pod watch trusts drivers. A pod already
+    /// gone cannot be checked (that race is what the agent is for): its name, submission and container
+    /// still had to match.
+    async fn not_the_driver(&self, report: &Report, app: &SparkApplication) -> Option<Outcome> {
+        let pods: Api<SparkPod> = Api::namespaced(self.client.clone(), &report.namespace);
+        let pod = match pods.get_opt(&report.record.pod_name).await {
+            Ok(Some(pod)) => pod,
+            Ok(None) => return None,
+            Err(error) => {
+                return Some(Outcome::Retry(format!(
+                    "reading the driver pod {}/{}: {}",
+                    report.namespace,
+                    report.record.pod_name,
+                    kube_error(&error)
+                )));
+            }
+        };
+        let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+        if !report.pod_uid.is_empty() && uid != report.pod_uid {
+            return Some(Outcome::Discard(format!(
+                "pod_uid {} is not the driver pod's ({uid}): the report is of another pod of that name",
+                report.pod_uid
+            )));
+        }
+        let app_uid = app.metadata.uid.as_deref().unwrap_or_default();
+        let controlled = pod
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.uid == app_uid && o.controller == Some(true));
+        (!controlled).then(|| {
+            Outcome::Discard(format!(
+                "pod {} is not the application's driver (no controlling ownerReference to it)",
+                report.record.pod_name
+            ))
+        })
     }
 
     /// Waits for this replica's turn at an application.
