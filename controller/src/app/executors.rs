@@ -282,15 +282,8 @@ impl Tracker {
             if self.take_unknown(name, id) {
                 self.counts.transition(Some(ExecutorState::Unknown), state);
                 self.live.remove(name);
-                self.note(
-                    name,
-                    id,
-                    state,
-                    report.node_name.clone(),
-                    Some(report.clone()),
-                    now,
-                    limits,
-                );
+                let pod = reported_pod(report, state, &self.submission_id);
+                self.note(&pod, state, Some(report.clone()), now, limits);
                 return true;
             }
             if state != ExecutorState::Failed || report.log_tail.is_none() {
@@ -312,14 +305,7 @@ impl Tracker {
             self.generation += 1;
             return true;
         }
-        let pod = ExecutorPod {
-            name: name.to_owned(),
-            executor_id: id,
-            submission_id: Some(self.submission_id.clone()),
-            state,
-            node_name: report.node_name.clone(),
-            termination: Some(report.clone()),
-        };
+        let pod = reported_pod(report, state, &self.submission_id);
         let generation = self.generation;
         self.record(&pod, state, pod.termination.clone(), now, limits);
         self.generation != generation
@@ -367,26 +353,15 @@ impl Tracker {
         } else {
             self.live.insert(pod.name.clone(), (state, pod.executor_id));
         }
-        self.note(
-            &pod.name,
-            pod.executor_id,
-            state,
-            pod.node_name.clone(),
-            termination,
-            now,
-            limits,
-        );
+        self.note(pod, state, termination, now, limits);
     }
 
     /// Lists an executor's new state: its failure (with the log tail a node agent reported, if any) and
     /// its place in the recent executors.
-    #[allow(clippy::too_many_arguments)]
     fn note(
         &mut self,
-        name: &str,
-        id: Option<i64>,
+        pod: &ExecutorPod,
         state: ExecutorState,
-        node_name: Option<String>,
         termination: Option<TerminationRecord>,
         now: Timestamp,
         limits: Limits,
@@ -394,16 +369,16 @@ impl Tracker {
         if state == ExecutorState::Failed
             && let Some(mut failure) = termination
         {
-            failure.executor_id = id;
+            failure.executor_id = pod.executor_id;
             self.failures.push_executor_failure(failure, limits.max_failures);
         }
         let record = ExecutorRecord {
-            executor_id: id,
+            executor_id: pod.executor_id,
             state,
-            node_name,
+            node_name: pod.node_name.clone(),
             last_transition_time: Some(Time(Timestamp::from_second(now.as_second()).unwrap_or(now))),
         };
-        self.remember(name, record, limits.max_tracked.max(1));
+        self.remember(&pod.name, record, limits.max_tracked.max(1));
         self.generation += 1;
     }
 
@@ -511,6 +486,18 @@ impl Tracker {
             + self.unknown.intervals()
             + self.unknown_names.len()
             + self.recent.len()
+    }
+}
+
+/// The executor a node agent's report is of, as the pod watch would have described it.
+fn reported_pod(report: &TerminationRecord, state: ExecutorState, submission_id: &str) -> ExecutorPod {
+    ExecutorPod {
+        name: report.pod_name.clone(),
+        executor_id: report.executor_id,
+        submission_id: Some(submission_id.to_owned()),
+        state,
+        node_name: report.node_name.clone(),
+        termination: Some(report.clone()),
     }
 }
 
