@@ -26,6 +26,9 @@ const ACCEPTED_FOR: Duration = Duration::from_secs(30);
 const REFUSED_FOR: Duration = Duration::from_secs(5);
 /// Tokens whose review is cached at most (an agent per node; a cluster of thousands of nodes still fits).
 const MAX_CACHED: usize = 4096;
+/// TokenReviews in flight at once: anyone who reaches the port can make the receiver send one per
+/// stream with a new made-up token, and the API server must not feel it.
+const MAX_REVIEWS_IN_FLIGHT: usize = 32;
 /// Longest token considered (bound ServiceAccount tokens are around 1 KiB).
 const MAX_TOKEN_BYTES: usize = 16 * 1024;
 
@@ -111,6 +114,7 @@ pub struct Authenticator {
     /// `system:serviceaccount:NS:NAME` of each accepted ServiceAccount.
     accepted: Vec<String>,
     cache: Mutex<HashMap<String, Entry>>,
+    in_flight: tokio::sync::Semaphore,
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -129,6 +133,7 @@ impl Authenticator {
             audience: audience.to_owned(),
             accepted: accepted.iter().map(ServiceAccount::username).collect(),
             cache: Mutex::new(HashMap::new()),
+            in_flight: tokio::sync::Semaphore::new(MAX_REVIEWS_IN_FLIGHT),
         }
     }
 
@@ -160,6 +165,8 @@ impl Authenticator {
     }
 
     async fn review(&self, token: &str) -> Result<String, Error> {
+        // Never closed, so acquiring fails only if it were; then review anyway.
+        let _slot = self.in_flight.acquire().await.ok();
         let review = TokenReview {
             spec: TokenReviewSpec {
                 token: Some(token.to_owned()),

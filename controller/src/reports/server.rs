@@ -186,6 +186,8 @@ async fn run(
         // A node that vanished leaves its stream open: keepalives find it.
         .http2_keepalive_interval(Some(Duration::from_secs(30)))
         .http2_keepalive_timeout(Some(Duration::from_secs(10)))
+        // An agent needs one stream; a few more cover a reconnect racing the old stream's end.
+        .max_concurrent_streams(Some(8))
         .add_service(service)
         .serve_with_incoming_shutdown(incoming, shutdown.fired());
     tokio::select! {
@@ -405,9 +407,15 @@ impl Inner {
         let api: Api<SparkApplication> = Api::namespaced(self.client.clone(), &report.namespace);
         let name = format!("{}/{}", report.namespace, report.app);
         for _ in 0..WRITE_ATTEMPTS {
-            let app = match api.get_opt(&report.app).await {
-                Ok(Some(app)) => app,
-                Ok(None) => return Outcome::Discard(format!("application gone: {name} does not exist")),
+            let app = match api.get(&report.app).await {
+                Ok(app) => app,
+                // Only the application itself not found is "gone": a 404 for the whole resource (the CRD
+                // being reinstalled) must not make agents drop what they hold.
+                Err(kube::Error::Api(status))
+                    if status.code == 404 && status.details.as_ref().is_some_and(|d| d.name == report.app) =>
+                {
+                    return Outcome::Discard(format!("application gone: {name} does not exist"));
+                }
                 Err(error) => return Outcome::Retry(format!("reading the application {name}: {}", kube_error(&error))),
             };
             if app.metadata.deletion_timestamp.is_some() {
