@@ -10,7 +10,7 @@
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use spark_operator_api::labels::{DRIVER_CONTAINER_NAME, EXECUTOR_CONTAINER_NAME};
-use spark_operator_api::state::{ExecutorState, TerminationObserver};
+use spark_operator_api::state::{ApplicationStateType as S, ExecutorState, TerminationObserver};
 use spark_operator_api::status::{MAX_LOG_TAIL_BYTES, SparkApplicationStatus, TerminationRecord};
 use spark_operator_proto::agent::v1::{Role, TerminationReport};
 
@@ -225,6 +225,14 @@ pub fn apply(status: &mut SparkApplicationStatus, report: &Report, budget: usize
 
 fn apply_driver(status: &mut SparkApplicationStatus, report: &Report, budget: usize) -> Applied {
     let record = &report.record;
+    // The operator stopped this driver itself (its SIGTERM, exit 143): that end is not the run's, and the
+    // state machine never reads it (docs/controller.md, "Our own SIGTERM is not a failure").
+    let state = status.application_state.state;
+    if matches!(state, S::Suspending | S::Suspended | S::Invalidating) {
+        return Applied::Discard(format!(
+            "the application is {state}: the operator stopped this driver, its end is not the run's"
+        ));
+    }
     // The driver pod's name is fixed per submission: any other pod claiming to be its driver is not.
     let driver = status.driver_info.pod_name.as_str();
     if !driver.is_empty() && driver != record.pod_name {
@@ -433,6 +441,21 @@ mod tests {
         assert!(matches!(apply(&mut s, &impostor, BUDGET), Applied::Discard(r) if r.contains("not the driver")));
         assert_eq!(s.driver_termination, None);
         assert_eq!(apply(&mut s, &report(Role::Driver), BUDGET), Applied::Changed);
+    }
+
+    #[test]
+    fn a_driver_the_operator_stopped_is_not_the_runs_end() {
+        for state in [S::Suspending, S::Suspended, S::Invalidating] {
+            let mut s = status();
+            s.application_state.state = state;
+            let Applied::Discard(reason) = apply(&mut s, &report(Role::Driver), BUDGET) else {
+                panic!("{state}: discarded");
+            };
+            assert!(reason.contains(state.as_str()), "{reason}");
+            assert_eq!(s.driver_termination, None);
+            // Its executors' ends still count.
+            assert_eq!(apply(&mut s, &report(Role::Executor), BUDGET), Applied::Changed);
+        }
     }
 
     #[test]
