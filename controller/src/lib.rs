@@ -7,12 +7,16 @@
 //!   oracle test); `app::submit` creates exactly what they build.
 //! - [`pod`]: the slim, lenient pod type the caches hold ([`pod::SparkPod`]).
 //! - [`config`]: the controller's flags; [`metrics`]: its metric set, with Kubeflow's names.
+//! - [`reports`]: the receiver of the node agents' termination reports (gRPC over TLS), served by every
+//!   replica, leader or not: [`reports::serve`] with [`reports::ReceiverArgs`].
 
 pub mod app;
 pub mod config;
 pub mod metrics;
 pub mod pod;
+pub mod reports;
 pub mod submission;
 
 pub use app::run::{Error, run};
 pub use config::ControllerArgs;
+pub use reports::ReceiverArgs;

@@ -2,7 +2,8 @@
 //! working: `spark_application_count`, `..._submit_count`, `..._failed_submission_count`,
 //! `..._running_count`, `..._success_count`, `..._failure_count`, execution times, submit and start
 //! latencies (histograms: their `_sum` and `_count` answer the queries written for Kubeflow's summaries).
-//! Ours: termination → status latency, status bytes, reconcile durations, status writes, leadership.
+//! Ours: termination → status latency, status bytes, reconcile durations, status writes, leadership; the
+//! report receiver's own set ([`ReportMetrics`]): reports by verdict and container exit → status write.
 //!
 //! The exposition (text format 0.0.4) is written here rather than with a client library because
 //! Kubeflow's counters have no `_total` suffix, which the OpenMetrics libraries add.
@@ -295,9 +296,11 @@ impl Render for Metrics {
                 "Creation to driver running, first execution (Kubeflow's histogram name)",
                 &self.start_latency,
             ),
+            // The agent's path has `spark_operator_termination_to_status_seconds` (see ReportMetrics): one
+            // family is rendered by one metric set, and this one is timed from another start.
             (
-                "spark_operator_termination_to_status_seconds",
-                "Driver container exit to its termination persisted in status",
+                "spark_operator_pod_watch_termination_to_status_seconds",
+                "The pod watch's first sight of a driver's exit to its termination persisted in status",
                 &self.termination_to_status,
             ),
             (
@@ -317,9 +320,123 @@ impl Render for Metrics {
     }
 }
 
+/// The verdicts of the report receiver, in the order of [`ReportMetrics::verdicts`].
+pub const REPORT_VERDICTS: [&str; 3] = ["ok", "retry", "discard"];
+
+/// The report receiver's metrics (`controller/src/reports`): registered by the receiver, which runs on
+/// every replica, not only on the leader.
+#[derive(Debug)]
+pub struct ReportMetrics {
+    /// Reports answered, by verdict (see [`REPORT_VERDICTS`]).
+    verdicts: [Counter; REPORT_VERDICTS.len()],
+    /// Streams refused because the agent's token was missing, invalid or of another ServiceAccount.
+    pub refused_streams: Counter,
+    /// Status writes refused because the application changed since it was read (re-read and retried).
+    pub conflicts: Counter,
+    /// A container's exit (`finishedAt` as the node's runtime reported it) to the status write that
+    /// recorded it.
+    pub termination_to_status: Histogram,
+}
+
+impl Default for ReportMetrics {
+    fn default() -> Self {
+        Self {
+            verdicts: Default::default(),
+            refused_streams: Counter::default(),
+            conflicts: Counter::default(),
+            termination_to_status: Histogram::new(LATENCY),
+        }
+    }
+}
+
+impl ReportMetrics {
+    /// Counts one answered report; `verdict` is one of [`REPORT_VERDICTS`].
+    pub fn verdict(&self, verdict: &str) {
+        if let Some(counter) = REPORT_VERDICTS
+            .iter()
+            .position(|v| *v == verdict)
+            .and_then(|i| self.verdicts.get(i))
+        {
+            counter.inc();
+        }
+    }
+
+    /// Reports answered with `verdict`.
+    pub fn verdicts(&self, verdict: &str) -> u64 {
+        REPORT_VERDICTS
+            .iter()
+            .position(|v| *v == verdict)
+            .and_then(|i| self.verdicts.get(i))
+            .map_or(0, Counter::get)
+    }
+}
+
+impl Render for ReportMetrics {
+    fn render(&self, out: &mut String) {
+        let verdicts: Vec<(&str, u64)> = REPORT_VERDICTS
+            .iter()
+            .zip(&self.verdicts)
+            .map(|(verdict, counter)| (*verdict, counter.get()))
+            .collect();
+        write_labelled_counters(
+            out,
+            "spark_operator_reports",
+            "Termination reports of the node agents answered, by verdict",
+            "verdict",
+            &verdicts,
+        );
+        write_counter(
+            out,
+            "spark_operator_report_streams_refused",
+            "Report streams refused: the agent's token was missing, invalid or of another ServiceAccount",
+            self.refused_streams.get(),
+        );
+        write_counter(
+            out,
+            "spark_operator_report_write_conflicts",
+            "Report status writes refused because the application changed (re-read and retried)",
+            self.conflicts.get(),
+        );
+        write_histogram(
+            out,
+            "spark_operator_termination_to_status_seconds",
+            "Container exit, as the node's runtime reported it, to the status write that recorded it",
+            &self.termination_to_status,
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn report_metrics_render_verdicts_and_the_latency() {
+        let metrics = ReportMetrics::default();
+        metrics.verdict("ok");
+        metrics.verdict("ok");
+        metrics.verdict("discard");
+        metrics.verdict("nonsense");
+        metrics.termination_to_status.observe(0.2);
+        let text = {
+            let mut out = String::new();
+            metrics.render(&mut out);
+            out
+        };
+        assert!(text.contains("spark_operator_reports{verdict=\"ok\"} 2\n"), "{text}");
+        assert!(text.contains("spark_operator_reports{verdict=\"retry\"} 0\n"), "{text}");
+        assert!(
+            text.contains("spark_operator_reports{verdict=\"discard\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("spark_operator_termination_to_status_seconds_count 1\n"),
+            "{text}"
+        );
+        // The controller's set must not render the same family: two TYPE lines break the exposition.
+        let controller = Metrics::default().render_text();
+        assert!(!controller.contains("# TYPE spark_operator_termination_to_status_seconds "));
+    }
 
     #[test]
     fn kubeflow_names_render_without_suffixes() {

@@ -56,6 +56,24 @@ impl IdSet {
         self.ranges.insert(start, end);
     }
 
+    /// Removes `id`, splitting its interval; false when it was not there.
+    pub fn remove(&mut self, id: i64) -> bool {
+        let Some((&start, &end)) = self.ranges.range(..=id).next_back() else {
+            return false;
+        };
+        if end < id {
+            return false;
+        }
+        self.ranges.remove(&start);
+        if start < id {
+            self.ranges.insert(start, id - 1);
+        }
+        if id < end {
+            self.ranges.insert(id + 1, end);
+        }
+        true
+    }
+
     /// Number of intervals (the memory it takes).
     pub fn intervals(&self) -> usize {
         self.ranges.len()
@@ -130,6 +148,11 @@ pub struct Tracker {
     done: IdSet,
     /// Terminated executors without an id label (not Spark's, but possible).
     done_names: HashSet<String>,
+    /// Ids among `done` counted UNKNOWN (deleted before their exit was seen, or never seen at all): a node
+    /// agent's report of how one ended corrects its count. Dense like `done`, so a few intervals.
+    unknown: IdSet,
+    /// Executors without an id counted UNKNOWN.
+    unknown_names: HashSet<String>,
     /// Terminated executors with an id at or below this were counted before a restart.
     seeded_watermark: Option<i64>,
     /// Executors with a lower id are never counted as unseen (see `count_unseen`); `None`: from 1.
@@ -204,6 +227,7 @@ impl Tracker {
         } else {
             ExecutorState::Unknown
         };
+        let counted_before = self.already_done(&last.name, last.executor_id);
         let termination = last.termination.clone().or_else(|| {
             Some(TerminationRecord {
                 pod_name: last.name.clone(),
@@ -219,7 +243,72 @@ impl Tracker {
             // Gone for good: it will not change again.
             self.live.remove(&last.name);
             self.mark_done(&last.name, last.executor_id);
+            if !counted_before {
+                self.mark_unknown(&last.name, last.executor_id);
+            }
         }
+    }
+
+    fn mark_unknown(&mut self, name: &str, id: Option<i64>) {
+        match id {
+            Some(id) => self.unknown.insert(id),
+            None => {
+                self.unknown_names.insert(name.to_owned());
+            }
+        }
+    }
+
+    /// Whether the executor is counted UNKNOWN; forgets it if so (it is being corrected).
+    fn take_unknown(&mut self, name: &str, id: Option<i64>) -> bool {
+        match id {
+            Some(id) => self.unknown.remove(id),
+            None => self.unknown_names.remove(name),
+        }
+    }
+
+    /// A node agent's report of how an executor's container ended (`status.uncountedExecutorTerminations`).
+    /// An executor alive is counted in the reported state; one counted UNKNOWN is corrected to it; one
+    /// never seen is counted; one counted COMPLETED or FAILED already is not counted again (a failure
+    /// only gains the report's log tail). Folding the same report again changes nothing, so a status
+    /// write that conflicts can fold it again on a fresh read. True when something changed.
+    pub fn fold_report(&mut self, report: &TerminationRecord, now: Timestamp, limits: Limits) -> bool {
+        let state = if report.succeeded() {
+            ExecutorState::Completed
+        } else {
+            ExecutorState::Failed
+        };
+        let (name, id) = (report.pod_name.as_str(), report.executor_id);
+        if self.already_done(name, id) {
+            if self.take_unknown(name, id) {
+                self.counts.transition(Some(ExecutorState::Unknown), state);
+                self.live.remove(name);
+                let pod = reported_pod(report, state, &self.submission_id);
+                self.note(&pod, state, Some(report.clone()), now, limits);
+                return true;
+            }
+            if state != ExecutorState::Failed || report.log_tail.is_none() {
+                return false;
+            }
+            let Some(failure) = self
+                .failures
+                .recent_executor_failures
+                .iter_mut()
+                .rev()
+                .find(|f| f.pod_name == name && f.log_tail.is_none())
+            else {
+                return false;
+            };
+            failure.log_tail.clone_from(&report.log_tail);
+            if failure.container_id.is_none() {
+                failure.container_id.clone_from(&report.container_id);
+            }
+            self.generation += 1;
+            return true;
+        }
+        let pod = reported_pod(report, state, &self.submission_id);
+        let generation = self.generation;
+        self.record(&pod, state, pod.termination.clone(), now, limits);
+        self.generation != generation
     }
 
     fn mark_done(&mut self, name: &str, id: Option<i64>) {
@@ -264,11 +353,23 @@ impl Tracker {
         } else {
             self.live.insert(pod.name.clone(), (state, pod.executor_id));
         }
+        self.note(pod, state, termination, now, limits);
+    }
+
+    /// Lists an executor's new state: its failure (with the log tail a node agent reported, if any) and
+    /// its place in the recent executors.
+    fn note(
+        &mut self,
+        pod: &ExecutorPod,
+        state: ExecutorState,
+        termination: Option<TerminationRecord>,
+        now: Timestamp,
+        limits: Limits,
+    ) {
         if state == ExecutorState::Failed
             && let Some(mut failure) = termination
         {
             failure.executor_id = pod.executor_id;
-            failure.log_tail = None;
             self.failures.push_executor_failure(failure, limits.max_failures);
         }
         let record = ExecutorRecord {
@@ -347,12 +448,14 @@ impl Tracker {
             for &id in live_ids.range(lo..=hi) {
                 if id > next {
                     self.done.insert_range(next, id - 1);
+                    self.unknown.insert_range(next, id - 1);
                     unseen += id - next;
                 }
                 next = id.saturating_add(1);
             }
             if next <= hi {
                 self.done.insert_range(next, hi);
+                self.unknown.insert_range(next, hi);
                 unseen += hi - next + 1;
             }
         }
@@ -377,7 +480,24 @@ impl Tracker {
 
     /// Memory held, roughly: entries of each collection.
     pub fn footprint(&self) -> usize {
-        self.live.len() + self.done.intervals() + self.done_names.len() + self.recent.len()
+        self.live.len()
+            + self.done.intervals()
+            + self.done_names.len()
+            + self.unknown.intervals()
+            + self.unknown_names.len()
+            + self.recent.len()
+    }
+}
+
+/// The executor a node agent's report is of, as the pod watch would have described it.
+fn reported_pod(report: &TerminationRecord, state: ExecutorState, submission_id: &str) -> ExecutorPod {
+    ExecutorPod {
+        name: report.pod_name.clone(),
+        executor_id: report.executor_id,
+        submission_id: Some(submission_id.to_owned()),
+        state,
+        node_name: report.node_name.clone(),
+        termination: Some(report.clone()),
     }
 }
 
@@ -553,6 +673,123 @@ mod tests {
         assert_eq!(t.counts().unknown, 2);
         t.sweep(|name| name == "app-exec-2", now(), LIMITS);
         assert_eq!(t.counts().unknown, 2, "swept once");
+    }
+
+    fn reported(id: i64, exit_code: i32, tail: Option<&str>) -> TerminationRecord {
+        TerminationRecord {
+            pod_name: format!("app-exec-{id}"),
+            executor_id: Some(id),
+            exit_code: Some(exit_code),
+            reason: Some(if exit_code == 0 { "Completed" } else { "Error" }.into()),
+            observed_by: Some(spark_operator_api::state::TerminationObserver::Agent),
+            log_tail: tail.map(str::to_owned),
+            container_id: Some(format!("c-{id}")),
+            ..TerminationRecord::default()
+        }
+    }
+
+    fn counts(t: &Tracker) -> (i64, i64, i64, i64, i64) {
+        let c = t.counts();
+        (c.pending, c.running, c.completed, c.failed, c.unknown)
+    }
+
+    #[test]
+    fn id_set_removes_by_splitting() {
+        let mut set = IdSet::default();
+        set.insert_range(1, 10);
+        assert!(set.remove(5));
+        assert!(!set.remove(5), "gone already");
+        assert!(!set.remove(11));
+        assert_eq!(set.gaps(1, 10), [(5, 5)]);
+        assert!(set.remove(1) && set.remove(10));
+        assert_eq!(set.gaps(1, 10), [(1, 1), (5, 5), (10, 10)]);
+        assert_eq!(set.intervals(), 2);
+    }
+
+    #[test]
+    fn a_report_corrects_an_executor_counted_unknown_once() {
+        let mut t = Tracker::default();
+        t.observe(&exec(1, ExecutorState::Running), now(), LIMITS);
+        // Deleted before its exit was seen: UNKNOWN.
+        t.observe_deletion(&exec(1, ExecutorState::Running), now(), LIMITS);
+        assert_eq!(counts(&t), (0, 0, 0, 0, 1));
+        // The agent saw it fail.
+        let report = reported(1, 137, Some("java.lang.OutOfMemoryError"));
+        assert!(t.fold_report(&report, now(), LIMITS));
+        assert_eq!(counts(&t), (0, 0, 0, 1, 0));
+        let mut status = SparkApplicationStatus::default();
+        t.render(&mut status);
+        let failure = status.recent_executor_failures.last().unwrap();
+        assert_eq!(failure.exit_code, Some(137));
+        assert_eq!(failure.log_tail.as_deref(), Some("java.lang.OutOfMemoryError"));
+        assert_eq!(status.recent_executors["app-exec-1"].state, ExecutorState::Failed);
+        // Folded again (a status write that conflicted, re-read): nothing moves. Without the UNKNOWN ids
+        // forgotten on correction this would count it FAILED twice and UNKNOWN at -1 (saturating at 0).
+        let generation = t.generation;
+        assert!(!t.fold_report(&report, now(), LIMITS));
+        assert_eq!(counts(&t), (0, 0, 0, 1, 0));
+        assert_eq!(t.generation, generation);
+        t.render(&mut status);
+        assert_eq!(status.recent_executor_failures.len(), 1);
+        // A late pod event changes nothing either.
+        t.observe(&exec(1, ExecutorState::Failed), now(), LIMITS);
+        t.observe_deletion(&exec(1, ExecutorState::Failed), now(), LIMITS);
+        assert_eq!(counts(&t), (0, 0, 0, 1, 0));
+    }
+
+    #[test]
+    fn a_report_corrects_an_executor_never_seen_during_a_relist() {
+        let mut t = Tracker::default();
+        for id in [1, 3] {
+            t.observe(&exec(id, ExecutorState::Completed), now(), LIMITS);
+        }
+        t.sweep(|_| false, now(), LIMITS);
+        assert_eq!(counts(&t), (0, 0, 2, 0, 1), "executor 2 came and went unseen");
+        assert!(t.fold_report(&reported(2, 0, None), now(), LIMITS));
+        assert_eq!(counts(&t), (0, 0, 3, 0, 0));
+        assert!(!t.fold_report(&reported(2, 0, None), now(), LIMITS));
+        t.sweep(|_| false, now(), LIMITS);
+        assert_eq!(counts(&t), (0, 0, 3, 0, 0), "not swept as unseen again");
+    }
+
+    #[test]
+    fn a_report_counts_alive_and_unseen_executors_once() {
+        let mut t = Tracker::default();
+        t.observe(&exec(1, ExecutorState::Running), now(), LIMITS);
+        assert!(t.fold_report(&reported(1, 0, None), now(), LIMITS));
+        assert_eq!(counts(&t), (0, 0, 1, 0, 0), "alive → its reported state");
+        // Reported before the pod watch ever saw it: counted; its pod's events later are not.
+        assert!(t.fold_report(&reported(2, 1, Some("tail")), now(), LIMITS));
+        assert_eq!(counts(&t), (0, 0, 1, 1, 0));
+        for state in [ExecutorState::Pending, ExecutorState::Running, ExecutorState::Failed] {
+            t.observe(&exec(2, state), now(), LIMITS);
+            t.observe(&exec(1, state), now(), LIMITS);
+        }
+        t.observe_deletion(&exec(2, ExecutorState::Running), now(), LIMITS);
+        assert_eq!(counts(&t), (0, 0, 1, 1, 0));
+        for report in [reported(1, 0, None), reported(2, 1, Some("tail"))] {
+            assert!(!t.fold_report(&report, now(), LIMITS), "idempotent");
+        }
+        assert_eq!(counts(&t), (0, 0, 1, 1, 0));
+    }
+
+    #[test]
+    fn a_report_of_an_executor_counted_already_only_adds_its_log_tail() {
+        let mut t = Tracker::default();
+        t.observe(&exec(1, ExecutorState::Failed), now(), LIMITS);
+        t.observe(&exec(2, ExecutorState::Completed), now(), LIMITS);
+        assert!(!t.fold_report(&reported(2, 0, Some("done")), now(), LIMITS));
+        assert!(!t.fold_report(&reported(1, 137, None), now(), LIMITS), "nothing to add");
+        assert!(t.fold_report(&reported(1, 137, Some("OOM")), now(), LIMITS));
+        assert!(!t.fold_report(&reported(1, 137, Some("OOM")), now(), LIMITS));
+        assert_eq!(counts(&t), (0, 0, 1, 1, 0));
+        let mut status = SparkApplicationStatus::default();
+        t.render(&mut status);
+        assert_eq!(status.recent_executor_failures.len(), 1);
+        let failure = &status.recent_executor_failures[0];
+        assert_eq!(failure.exit_code, Some(137), "as the pod watch counted it");
+        assert_eq!(failure.log_tail.as_deref(), Some("OOM"));
+        assert_eq!(failure.container_id.as_deref(), Some("c-1"));
     }
 
     #[test]

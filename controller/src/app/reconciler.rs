@@ -479,12 +479,17 @@ async fn write_status(
 ) -> Result<Arc<SparkApplication>, Error> {
     let namespace = app.metadata.namespace.as_deref().unwrap_or_default();
     let name = app.metadata.name.clone().unwrap_or_default();
-    if let Ok(executors) = ctx.executors.lock()
-        && let Some(tracker) = executors.get(namespace, &name, &wanted.submission_id)
-    {
-        tracker.render(&mut wanted);
+    if let Ok(mut executors) = ctx.executors.lock() {
+        fold_reports(ctx, &mut executors, app, &mut wanted);
+        if let Some(tracker) = executors.get(namespace, &name, &wanted.submission_id) {
+            tracker.render(&mut wanted);
+        }
     }
-    let fit = status::fit_to_budget(&mut wanted, ctx.settings.status_byte_budget);
+    // Room is left for the node agents' reports, which any replica adds between two of these writes.
+    let fit = status::fit_to_budget(
+        &mut wanted,
+        status::budget_for_controller(ctx.settings.status_byte_budget),
+    );
     if fit.dropped_executors + fit.dropped_failures > 0 || fit.truncated_text {
         ctx.metrics.status_budget_shrinks.inc();
     }
@@ -518,6 +523,51 @@ async fn write_status(
         ctx.events.transition(&written, transition).await;
     }
     Ok(Arc::new(written))
+}
+
+/// Moves the executor terminations node agents reported (`status.uncountedExecutorTerminations`, as
+/// read) into the tracker of the current submission, and clears them from `wanted`: the counts and the
+/// cleared list go out in the same conditional write. If that write conflicts, the next attempt reads
+/// the list again and folds it again, which changes nothing twice (`Tracker::fold_report`).
+fn fold_reports(
+    ctx: &Ctx,
+    executors: &mut crate::app::executors::Executors,
+    app: &SparkApplication,
+    wanted: &mut SparkApplicationStatus,
+) {
+    let Some(stored) = app.status.as_ref() else {
+        return;
+    };
+    // Another submission was claimed in this decision: the old run's reports went with it.
+    if stored.uncounted_executor_terminations.is_empty() || stored.submission_id != wanted.submission_id {
+        return;
+    }
+    let namespace = app.metadata.namespace.as_deref().unwrap_or_default();
+    let name = app.metadata.name.as_deref().unwrap_or_default();
+    let Some(tracker) = executors.tracker_for(namespace, name, &stored.submission_id, || Some(stored.clone())) else {
+        return;
+    };
+    let before = tracker.counts().clone();
+    let now = Timestamp::now();
+    let folded = stored
+        .uncounted_executor_terminations
+        .iter()
+        .filter(|report| tracker.fold_report(report, now, ctx.settings.limits))
+        .count();
+    let after = tracker.counts();
+    let m = &ctx.metrics;
+    m.executor_success_count
+        .add(u64::try_from(after.completed.saturating_sub(before.completed)).unwrap_or(0));
+    m.executor_failure_count
+        .add(u64::try_from(after.failed.saturating_sub(before.failed)).unwrap_or(0));
+    tracing::debug!(
+        app = name,
+        namespace,
+        reported = stored.uncounted_executor_terminations.len(),
+        folded,
+        "counted the executor terminations node agents reported"
+    );
+    wanted.uncounted_executor_terminations.clear();
 }
 
 /// Kubeflow's application metrics, plus how long a driver's exit took to reach the status.

@@ -4,7 +4,8 @@
 //!
 //! States and transitions are Kubeflow's (`kubeflow-study.md` §2.2), with its known faults fixed:
 //! - A driver whose pod is gone is not failed when its termination is known (`status.driverTermination`,
-//!   recorded by the pod watch, the driver-protection finalizer path or the node agent).
+//!   recorded by the pod watch, the driver-protection finalizer path or the node agent); nor is one whose
+//!   pod still shows nothing while a node agent recorded its end.
 //! - A driver stuck in ImagePullBackOff, ErrImagePull, CreateContainerConfigError, InvalidImageName or
 //!   Unschedulable beyond `driver_start_timeout` fails the attempt with that reason, then retries per policy.
 //! - Our own SIGTERM (suspend, invalidate, rerun) is never read as a failure: those states ignore the
@@ -375,6 +376,8 @@ fn claim_submission(input: &Input<'_>, d: &mut Decision) {
     status.termination_time = None;
     status.application_state.error_message.clear();
     status.driver_termination = None;
+    // Reports of the previous run's executors: counted with it or not at all.
+    status.uncounted_executor_terminations.clear();
     status.executor_counts = None;
     status.recent_executor_failures.clear();
     status.recent_executors.clear();
@@ -469,6 +472,11 @@ fn follow_driver(input: &Input<'_>, d: &mut Decision) {
     }
     if let Some(termination) = &pod.termination {
         return finish_run(input, d, termination.clone());
+    }
+    // A node agent saw the driver end while its pod shows nothing yet (or never will: a kubelet that
+    // stopped syncing it, a deletion in progress): the recorded end decides.
+    if let Some(record) = d.status.driver_termination.clone() {
+        return finish_run(input, d, record);
     }
     if let Some(deletion) = pod.deletion {
         // Deleted while running: its exit comes as the kubelet stops it. A pod whose node is gone never

@@ -294,6 +294,112 @@ fn a_gone_driver_is_judged_by_its_recorded_termination() {
 }
 
 #[test]
+fn an_agents_record_finishes_a_run_whose_driver_pod_shows_nothing() {
+    use reasons as r;
+    let reported = |code: i32| {
+        json!({"driverTermination": {"podName": "pi-driver", "exitCode": code, "finishedAt": "2023-11-14T22:15:00Z",
+            "observedBy": "Agent", "containerID": "c-1"}})
+    };
+    // Before the record counted here, only the pod decided: the first case (the same running pod, no
+    // record) is what every one of the others would have stayed, RUNNING until the pod said more.
+    check(vec![
+        Case {
+            name: "running pod, nothing recorded: running",
+            app: app(never(), json!({})),
+            driver: present(pod(DriverState::Running)),
+            now: 500,
+            state: S::Running,
+            actions: vec![],
+            events: vec![],
+        },
+        Case {
+            name: "running pod, exit 0 reported: completed",
+            app: app(never(), reported(0)),
+            driver: present(pod(DriverState::Running)),
+            now: 500,
+            state: S::Completed,
+            actions: vec![],
+            events: vec![r::DRIVER_COMPLETED, r::COMPLETED],
+        },
+        Case {
+            name: "running pod, exit 1 reported, no retries: failed",
+            app: app(never(), reported(1)),
+            driver: present(pod(DriverState::Running)),
+            now: 500,
+            state: S::Failed,
+            actions: vec![],
+            events: vec![r::DRIVER_FAILED, r::FAILED],
+        },
+        Case {
+            name: "submitted, pod still pending, exit 1 reported, retries left: failing",
+            app: app(on_failure(3), {
+                let mut status = reported(1);
+                status["applicationState"] = json!({"state": "SUBMITTED"});
+                status
+            }),
+            driver: present(pod(DriverState::Pending)),
+            now: 101,
+            state: S::Failing,
+            actions: vec![],
+            events: vec![r::DRIVER_FAILED],
+        },
+        Case {
+            name: "unknown pod (node lost), exit 0 reported: completed",
+            app: app(never(), {
+                let mut status = reported(0);
+                status["applicationState"] = json!({"state": "UNKNOWN"});
+                status
+            }),
+            driver: present(pod(DriverState::Unknown)),
+            now: 500,
+            state: S::Completed,
+            actions: vec![],
+            events: vec![r::DRIVER_COMPLETED, r::COMPLETED],
+        },
+        Case {
+            name: "deleted pod past its deadline, exit 0 reported: completed, not DriverPodDeleted",
+            app: app(never(), reported(0)),
+            driver: present(DriverPod {
+                deletion: Some(Deletion { deadline: at(10) }),
+                ..pod(DriverState::Running)
+            }),
+            now: 500,
+            state: S::Completed,
+            actions: vec![],
+            events: vec![r::DRIVER_COMPLETED, r::COMPLETED],
+        },
+    ]);
+    // The agent's record is the one kept, with its container id.
+    let d = run(&app(never(), reported(1)), present(pod(DriverState::Running)), 500);
+    let record = d.status.driver_termination.unwrap();
+    assert_eq!(record.container_id.as_deref(), Some("c-1"));
+    assert_eq!(
+        record.observed_by,
+        Some(spark_operator_api::state::TerminationObserver::Agent)
+    );
+    assert_eq!(
+        d.status.termination_time,
+        Some(Time("2023-11-14T22:15:00Z".parse().unwrap()))
+    );
+}
+
+#[test]
+fn a_new_submission_forgets_the_previous_runs_reports() {
+    let a = app(
+        on_failure(3),
+        json!({"applicationState": {"state": "PENDING_RERUN"}, "executionAttempts": 1,
+               "driverTermination": {"podName": "pi-driver", "exitCode": 1},
+               "uncountedExecutorTerminations": [{"podName": "pi-exec-1", "executorId": 1, "exitCode": 1,
+                   "containerID": "c-exec-1"}]}),
+    );
+    assert_eq!(a.status.as_ref().unwrap().uncounted_executor_terminations.len(), 1);
+    let d = run(&a, DriverObservation::Missing, 200);
+    assert_eq!(d.status.submission_id, NEW_ID);
+    assert!(d.status.uncounted_executor_terminations.is_empty());
+    assert_eq!(d.status.driver_termination, None);
+}
+
+#[test]
 fn the_first_recorded_termination_wins() {
     let a = app(
         never(),

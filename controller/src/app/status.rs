@@ -5,7 +5,9 @@
 //! The budget shrinks, in this order: log tails and long messages of executor failures, the recent
 //! executors (oldest terminated first, then oldest alive), the executor failures (oldest first), and
 //! last the long free-text fields. Counts, state, ids and conditions are never dropped, so the status
-//! stays true and always fits: it is what makes every write succeed whatever the churn.
+//! stays true and always fits: it is what makes every write succeed whatever the churn. Nor are the
+//! executor terminations node agents reported and the controller has not counted yet
+//! (`uncountedExecutorTerminations`): they are what the counts are still missing.
 
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
@@ -21,6 +23,14 @@ pub const FIELD_MANAGER: &str = "spark-operator";
 const TIGHT_TEXT_BYTES: usize = 1024;
 /// Longest executor failure message kept once the budget is tight.
 const TIGHT_FAILURE_BYTES: usize = 256;
+
+/// The part of the byte budget the controller fits its own writes into: an eighth stays free for the
+/// executor terminations node agents report between two of its writes (the receiver refuses a report
+/// that would exceed the whole budget, and the controller folds and clears them at its next write).
+/// Without it a status kept at its budget by executor churn would refuse every report.
+pub fn budget_for_controller(budget: usize) -> usize {
+    budget - budget / 8
+}
 
 /// What fitting a status into its budget did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -342,6 +352,33 @@ mod tests {
         } else {
             *target = patch.clone();
         }
+    }
+
+    #[test]
+    fn reported_terminations_are_never_dropped_to_fit() {
+        let mut status = churn(
+            1000,
+            Limits {
+                max_tracked: 1000,
+                max_failures: 100,
+            },
+        );
+        status.uncounted_executor_terminations = (1..=20)
+            .map(|id| TerminationRecord {
+                pod_name: format!("exec-{id}"),
+                executor_id: Some(id),
+                exit_code: Some(1),
+                message: Some("m".repeat(2000)),
+                log_tail: Some("t".repeat(200)),
+                container_id: Some(format!("c-{id}")),
+                ..TerminationRecord::default()
+            })
+            .collect();
+        let reported = status.uncounted_executor_terminations.clone();
+        let fit = fit_to_budget(&mut status, budget_for_controller(64 * 1024));
+        assert!(fit.dropped_executors > 0, "{fit:?}");
+        assert_eq!(status.uncounted_executor_terminations, reported);
+        assert!(budget_for_controller(64 * 1024) < 64 * 1024);
     }
 
     #[test]

@@ -1,0 +1,536 @@
+//! The gRPC service the agents stream their reports to, on every replica (leader or not: it writes
+//! through the runtime's unfenced client, and its writes are conditional, so replicas never overwrite
+//! each other or the leader).
+//!
+//! One report: validate ([`apply::validate`]) → GET the application → [`apply::apply`] → write the status
+//! as a JSON merge patch carrying the `resourceVersion` read (a 409 re-reads and re-applies, a few
+//! times) → only then answer OK. Nothing is acknowledged before the write that records it: an agent
+//! deletes a report from its spool on OK, so an early OK followed by a failed write would lose it.
+//!
+//! TLS is terminated here with the acceptor the caller gives (the operator's serving certificate), and
+//! the connections handed to tonic; handshakes run concurrently, each bounded in time, and connections
+//! are bounded in number.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use jiff::Timestamp;
+use kube::api::Api;
+use spark_operator_api::SparkApplication;
+use spark_operator_proto::agent::v1::termination_reports_server::{TerminationReports, TerminationReportsServer};
+use spark_operator_proto::agent::v1::{ReportAck, ReportRequest, Verdict};
+use spark_operator_proto::tonic::transport::server::Connected;
+use spark_operator_proto::tonic::{self, Request, Response, Status, Streaming};
+use spark_operator_runtime::Runtime;
+use spark_operator_runtime::args::Listen;
+use spark_operator_runtime::error_chain::{ErrorChain, kube_error};
+use spark_operator_runtime::shutdown::Shutdown;
+use spark_operator_runtime::task::AbortOnDrop;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio_rustls::TlsAcceptor;
+
+use super::ReceiverArgs;
+use super::apply::{self, Applied, Report, Whose};
+use super::auth::Authenticator;
+use crate::app::status;
+use crate::metrics::ReportMetrics;
+use crate::pod::SparkPod;
+
+/// Status writes tried per report when the application keeps changing under it (then RETRY).
+const WRITE_ATTEMPTS: usize = 5;
+/// Reports of one stream worked on at once (reports of one application still go one at a time).
+const IN_FLIGHT_PER_STREAM: usize = 16;
+/// Agent connections at once (one per node and replica is the normal case).
+const MAX_CONNECTIONS: usize = 4096;
+/// A TLS handshake that takes longer than this is dropped, so it holds no connection slot.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long streams in flight may go on after shutdown (agents keep their streams open for good).
+const DRAIN: Duration = Duration::from_secs(10);
+/// Largest request accepted (a report is a few KiB: its texts are bounded by the agent).
+const MAX_MESSAGE_BYTES: usize = 1024 * 1024;
+
+/// Why the receiver could not serve.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(
+        "the receiver's TLS configuration does not offer ALPN `h2`: gRPC clients refuse a server without it; \
+         add b\"h2\" to the ServerConfig's alpn_protocols"
+    )]
+    NoH2,
+    #[error("listening on {address} for termination reports")]
+    Bind {
+        address: SocketAddr,
+        #[source]
+        source: io::Error,
+    },
+    #[error("serving termination reports on {address}")]
+    Serve {
+        address: SocketAddr,
+        #[source]
+        source: tonic::transport::Error,
+    },
+    #[error("the receiver's task on {address} ended abnormally")]
+    Task {
+        address: SocketAddr,
+        #[source]
+        source: tokio::task::JoinError,
+    },
+}
+
+/// A receiver started by [`start`]: where it listens, until the runtime shuts down (or this is dropped).
+#[derive(Debug)]
+pub struct Serving {
+    /// The bound address (the port chosen when asked for port 0).
+    pub address: SocketAddr,
+    task: Option<tokio::task::JoinHandle<Result<(), Error>>>,
+}
+
+impl Serving {
+    /// Waits until the receiver stops (the runtime's shutdown, then a bounded drain).
+    pub async fn wait(mut self) -> Result<(), Error> {
+        let Some(task) = self.task.take() else {
+            return Ok(());
+        };
+        task.await.map_err(|source| Error::Task {
+            address: self.address,
+            source,
+        })?
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}
+
+/// Serves the agents' reports on `args.reports_address` over `tls` until the runtime shuts down; at once
+/// `Ok` when the address is `off`. Runs on every replica.
+pub async fn serve(args: ReceiverArgs, tls: TlsAcceptor, runtime: &Runtime) -> Result<(), Error> {
+    match start(args, tls, runtime).await? {
+        Some(serving) => serving.wait().await,
+        None => Ok(()),
+    }
+}
+
+/// Binds and starts serving in the background, handing back the bound address (None when `off`). The
+/// readiness check `reports` is set once listening.
+pub async fn start(args: ReceiverArgs, tls: TlsAcceptor, runtime: &Runtime) -> Result<Option<Serving>, Error> {
+    let Listen::On(address) = args.reports_address else {
+        tracing::info!("not receiving termination reports (--reports-address off)");
+        return Ok(None);
+    };
+    if !tls.config().alpn_protocols.iter().any(|p| p == b"h2") {
+        return Err(Error::NoH2);
+    }
+    let ready = runtime.readiness().register("reports");
+    let listener = TcpListener::bind(address)
+        .await
+        .map_err(|source| Error::Bind { address, source })?;
+    let bound = listener
+        .local_addr()
+        .map_err(|source| Error::Bind { address, source })?;
+    let metrics = Arc::new(ReportMetrics::default());
+    runtime.metrics().register(metrics.clone());
+    let receiver = Receiver(Arc::new(Inner {
+        client: runtime.client(),
+        auth: Authenticator::new(
+            runtime.client(),
+            &args.agent_token_audience,
+            &args.agent_service_accounts,
+        ),
+        budget: args.status_byte_budget,
+        metrics,
+        locks: Mutex::new(HashMap::new()),
+    }));
+    let shutdown = runtime.shutdown().clone();
+    tracing::info!(
+        %bound,
+        audience = args.agent_token_audience,
+        agents = ?args.agent_service_accounts.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "receiving termination reports"
+    );
+    ready.set(true);
+    let task = tokio::spawn(async move {
+        let result = run(listener, tls, receiver, shutdown).await;
+        ready.set(false);
+        result.map_err(|source| Error::Serve { address: bound, source })
+    });
+    Ok(Some(Serving {
+        address: bound,
+        task: Some(task),
+    }))
+}
+
+async fn run(
+    listener: TcpListener,
+    tls: TlsAcceptor,
+    receiver: Receiver,
+    shutdown: Shutdown,
+) -> Result<(), tonic::transport::Error> {
+    let (connections, mut accepted) = mpsc::channel::<TlsConnection>(64);
+    let _accepting = AbortOnDrop(tokio::spawn(accept(listener, tls, connections)));
+    let incoming = futures::stream::poll_fn(move |cx| accepted.poll_recv(cx).map(|c| c.map(Ok::<_, io::Error>)));
+    let service = TerminationReportsServer::new(receiver).max_decoding_message_size(MAX_MESSAGE_BYTES);
+    let server = tonic::transport::Server::builder()
+        // A node that vanished leaves its stream open: keepalives find it.
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(10)))
+        // An agent needs one stream; a few more cover a reconnect racing the old stream's end.
+        .max_concurrent_streams(Some(8))
+        .add_service(service)
+        .serve_with_incoming_shutdown(incoming, shutdown.fired());
+    tokio::select! {
+        result = server => result,
+        // Streams are long-lived: past the drain, what is still in flight is answered by nobody, and its
+        // agent sends it again (nothing was acknowledged before its write).
+        () = async {
+            shutdown.fired().await;
+            tokio::time::sleep(DRAIN).await;
+        } => Ok(()),
+    }
+}
+
+/// Accepts TCP connections and hands their TLS sessions to the server, handshaking each on its own task.
+async fn accept(listener: TcpListener, tls: TlsAcceptor, connections: mpsc::Sender<TlsConnection>) {
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let (tcp, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                // Out of file descriptors, mostly: wait a moment rather than spin.
+                tracing::warn!(%error, "accepting a report connection failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let tls = tls.clone();
+        let connections = connections.clone();
+        tokio::spawn(async move {
+            match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(tcp)).await {
+                Ok(Ok(stream)) => {
+                    let _ = connections
+                        .send(TlsConnection {
+                            stream,
+                            peer,
+                            _slot: slot,
+                        })
+                        .await;
+                }
+                Ok(Err(error)) => tracing::debug!(%peer, %error, "TLS handshake of a report connection failed"),
+                Err(_) => tracing::debug!(%peer, "TLS handshake of a report connection timed out"),
+            }
+        });
+    }
+}
+
+/// The remote address of a report connection (in each request's extensions).
+#[derive(Clone, Copy, Debug)]
+pub struct Peer(pub SocketAddr);
+
+/// One agent connection: its TLS session, and its slot among [`MAX_CONNECTIONS`].
+struct TlsConnection {
+    stream: tokio_rustls::server::TlsStream<TcpStream>,
+    peer: SocketAddr,
+    _slot: OwnedSemaphorePermit,
+}
+
+impl Connected for TlsConnection {
+    type ConnectInfo = Peer;
+
+    fn connect_info(&self) -> Peer {
+        Peer(self.peer)
+    }
+}
+
+impl AsyncRead for TlsConnection {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for TlsConnection {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
+/// The service.
+#[derive(Clone)]
+struct Receiver(Arc<Inner>);
+
+struct Inner {
+    client: kube::Client,
+    auth: Authenticator,
+    budget: usize,
+    metrics: Arc<ReportMetrics>,
+    /// One lock per application, so this replica applies its reports one at a time instead of making
+    /// them conflict with each other (other replicas and the leader still can: writes are conditional).
+    locks: Mutex<HashMap<(String, String), Weak<AppLock>>>,
+}
+
+/// The turn of one application (see `Inner::locks`).
+type AppLock = tokio::sync::Mutex<()>;
+
+/// How recording one report went.
+enum Outcome {
+    Recorded,
+    Already(String),
+    Discard(String),
+    Retry(String),
+}
+
+#[tonic::async_trait]
+impl TerminationReports for Receiver {
+    type ReportStream = Pin<Box<dyn Stream<Item = Result<ReportAck, Status>> + Send>>;
+
+    async fn report(&self, request: Request<Streaming<ReportRequest>>) -> Result<Response<Self::ReportStream>, Status> {
+        let peer = request
+            .extensions()
+            .get::<Peer>()
+            .map(|p| p.0.to_string())
+            .unwrap_or_default();
+        let agent = match self.0.auth.authenticate(request.metadata()).await {
+            Ok(agent) => agent,
+            Err(error) => {
+                self.0.metrics.refused_streams.inc();
+                tracing::warn!(peer, error = %ErrorChain(&error), "refused a report stream");
+                return Err(error.status());
+            }
+        };
+        tracing::debug!(peer, agent, "report stream opened");
+        let inner = self.0.clone();
+        let acks = request
+            .into_inner()
+            // A broken stream ends here; the agent reconnects and sends again what has no ack.
+            .take_while(|request| futures::future::ready(request.is_ok()))
+            .filter_map(|request| futures::future::ready(request.ok()))
+            .map(move |request| {
+                let inner = inner.clone();
+                async move { inner.answer(request).await }
+            })
+            .buffer_unordered(IN_FLIGHT_PER_STREAM)
+            .map(Ok);
+        Ok(Response::new(Box::pin(acks)))
+    }
+}
+
+impl Inner {
+    async fn answer(&self, request: ReportRequest) -> ReportAck {
+        let (report, outcome) = match apply::validate(request.report.as_ref()) {
+            Ok(report) => {
+                let outcome = self.record(&report).await;
+                (Some(report), outcome)
+            }
+            Err(reason) => (None, Outcome::Discard(format!("malformed report: {reason}"))),
+        };
+        let (verdict, label, reason) = match outcome {
+            Outcome::Recorded => (Verdict::Ok, "ok", String::new()),
+            Outcome::Already(reason) => (Verdict::Ok, "ok", reason),
+            Outcome::Discard(reason) => (Verdict::Discard, "discard", reason),
+            Outcome::Retry(reason) => (Verdict::Retry, "retry", reason),
+        };
+        self.metrics.verdict(label);
+        // Names and ids only: a report's message and log tail are the application's output.
+        let (namespace, app, pod, container) = report.as_ref().map_or(("", "", "", ""), |r| {
+            (
+                r.namespace.as_str(),
+                r.app.as_str(),
+                r.record.pod_name.as_str(),
+                r.container_id.as_str(),
+            )
+        });
+        if verdict == Verdict::Ok {
+            tracing::debug!(
+                namespace,
+                app,
+                pod,
+                container,
+                verdict = label,
+                reason,
+                "termination report"
+            );
+        } else {
+            tracing::info!(
+                namespace,
+                app,
+                pod,
+                container,
+                verdict = label,
+                reason,
+                "termination report"
+            );
+        }
+        ReportAck {
+            sequence: request.sequence,
+            verdict: verdict as i32,
+            reason,
+        }
+    }
+
+    /// Records a report in its application's status; the outcome is known only after the write.
+    async fn record(&self, report: &Report) -> Outcome {
+        let _turn = self.turn(&report.namespace, &report.app).await;
+        let api: Api<SparkApplication> = Api::namespaced(self.client.clone(), &report.namespace);
+        let name = format!("{}/{}", report.namespace, report.app);
+        for _ in 0..WRITE_ATTEMPTS {
+            let app = match api.get(&report.app).await {
+                Ok(app) => app,
+                // Only the application itself not found is "gone": a 404 for the whole resource (the CRD
+                // being reinstalled) must not make agents drop what they hold.
+                Err(kube::Error::Api(status))
+                    if status.code == 404 && status.details.as_ref().is_some_and(|d| d.name == report.app) =>
+                {
+                    return Outcome::Discard(format!("application gone: {name} does not exist"));
+                }
+                Err(error) => return Outcome::Retry(format!("reading the application {name}: {}", kube_error(&error))),
+            };
+            if app.metadata.deletion_timestamp.is_some() {
+                return Outcome::Discard(format!("application gone: {name} is being deleted"));
+            }
+            if report.whose == Whose::Driver
+                && let Some(refusal) = self.not_the_driver(report, &app).await
+            {
+                return refusal;
+            }
+            let stored = app.status.as_ref();
+            let mut wanted = stored.cloned().unwrap_or_default();
+            match apply::apply(&mut wanted, report, self.budget) {
+                Applied::Changed => {}
+                Applied::Duplicate(reason) => return Outcome::Already(reason),
+                Applied::Discard(reason) => return Outcome::Discard(reason),
+                Applied::Full(reason) => return Outcome::Retry(reason),
+            }
+            let version = app.metadata.resource_version.clone().unwrap_or_default();
+            match status::write(&api, &report.app, stored, &wanted, &version).await {
+                Ok(_) => {
+                    if let Some(finished) = report.finished_at {
+                        let seconds = Timestamp::now().duration_since(finished).as_secs_f64();
+                        self.metrics.termination_to_status.observe(seconds.max(0.0));
+                    }
+                    // A driver's end is one line per run; executors' ends, at dynamic-allocation churn, are
+                    // for debugging only (their counts are in the status).
+                    if report.whose == Whose::Driver {
+                        tracing::info!(
+                            namespace = report.namespace,
+                            app = report.app,
+                            pod = report.record.pod_name,
+                            container = report.container_id,
+                            exit_code = report.record.exit_code,
+                            "recorded a driver's end reported by a node agent"
+                        );
+                    } else {
+                        tracing::debug!(
+                            namespace = report.namespace,
+                            app = report.app,
+                            pod = report.record.pod_name,
+                            container = report.container_id,
+                            exit_code = report.record.exit_code,
+                            "recorded an executor's end reported by a node agent"
+                        );
+                    }
+                    return Outcome::Recorded;
+                }
+                // Someone else wrote the application since it was read: apply again on a fresh read.
+                Err(status::Error::Conflict { .. }) => self.metrics.conflicts.inc(),
+                Err(error) => return Outcome::Retry(ErrorChain(&error).to_string()),
+            }
+        }
+        Outcome::Retry(format!(
+            "the application {name} kept changing while the report was recorded ({WRITE_ATTEMPTS} conflicts)"
+        ))
+    }
+
+    /// A driver's end decides the run, so a report of one is checked against the pod while it exists:
+    /// the same pod (uid), controlled by the application, as the pod watch trusts drivers. A pod already
+    /// gone cannot be checked (that race is what the agent is for): its name, submission and container
+    /// still had to match.
+    async fn not_the_driver(&self, report: &Report, app: &SparkApplication) -> Option<Outcome> {
+        let pods: Api<SparkPod> = Api::namespaced(self.client.clone(), &report.namespace);
+        let pod = match pods.get_opt(&report.record.pod_name).await {
+            Ok(Some(pod)) => pod,
+            Ok(None) => return None,
+            Err(error) => {
+                return Some(Outcome::Retry(format!(
+                    "reading the driver pod {}/{}: {}",
+                    report.namespace,
+                    report.record.pod_name,
+                    kube_error(&error)
+                )));
+            }
+        };
+        let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+        if !report.pod_uid.is_empty() && uid != report.pod_uid {
+            return Some(Outcome::Discard(format!(
+                "pod_uid {} is not the driver pod's ({uid}): the report is of another pod of that name",
+                report.pod_uid
+            )));
+        }
+        let app_uid = app.metadata.uid.as_deref().unwrap_or_default();
+        let controlled = pod
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.uid == app_uid && o.controller == Some(true));
+        (!controlled).then(|| {
+            Outcome::Discard(format!(
+                "pod {} is not the application's driver (no controlling ownerReference to it)",
+                report.record.pod_name
+            ))
+        })
+    }
+
+    /// Waits for this replica's turn at an application.
+    async fn turn(&self, namespace: &str, app: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = {
+            let mut locks = self.locks.lock().unwrap_or_else(PoisonError::into_inner);
+            if locks.len() > 1024 {
+                locks.retain(|_, lock| lock.strong_count() > 0);
+            }
+            let key = (namespace.to_owned(), app.to_owned());
+            match locks.get(&key).and_then(Weak::upgrade) {
+                Some(lock) => lock,
+                None => {
+                    let lock = Arc::new(AppLock::new(()));
+                    locks.insert(key, Arc::downgrade(&lock));
+                    lock
+                }
+            }
+        };
+        lock.lock_owned().await
+    }
+}
