@@ -20,6 +20,7 @@ async fn controller(args: ControllerCommandArgs) -> Result<(), OperatorError> {
     let components = Components {
         controller: Some(args.controller),
         webhook: None,
+        reports: None,
     };
     serve(components, runtime).await
 }

@@ -167,6 +167,7 @@ pub async fn dev(args: DevArgs, out: &mut impl Write) -> anyhow::Result<()> {
     let components = Components {
         controller: Some(controller_args(&cluster.spark_master_url())?),
         webhook: Some(webhook),
+        reports: None,
     };
     let result = serve(components, runtime).await;
     cluster.sim.shutdown().await;

@@ -48,6 +48,11 @@ pub struct ReceiverArgs {
     #[arg(long, default_value = "spark-operator")]
     pub agent_token_audience: String,
 
+    /// Name of the Service in front of the receiver, in the operator's namespace: the serving certificate
+    /// (shared with the webhook, from the same CA) is also for `<service>.<namespace>.svc`.
+    #[arg(long, default_value = "spark-operator-reports")]
+    pub reports_service_name: String,
+
     /// Hard limit on one application's status, in bytes: a report that would push the status beyond it
     /// is answered RETRY. Set by the process that composes the receiver, from the controller's
     /// `--status-byte-budget`; not a flag of its own.
