@@ -27,7 +27,7 @@ pub struct AgentArgs {
     pub spool_dir: PathBuf,
 
     /// The spool's size bound (bytes; suffixes Ki, Mi, Gi); over it the oldest reports are dropped.
-    #[arg(long, default_value = "256Mi", value_parser = parse_bytes)]
+    #[arg(long, default_value = "256Mi", value_parser = parse_spool_max_bytes)]
     pub spool_max_bytes: u64,
 
     /// The spool's age bound (`90s`, `30m`, `12h`, `7d`); older reports are dropped.
@@ -63,7 +63,7 @@ pub struct AgentArgs {
     pub log_tail_lines: usize,
 
     /// The most log bytes a report carries.
-    #[arg(long, default_value = "4096", value_parser = parse_bytes)]
+    #[arg(long, default_value = "4096", value_parser = parse_log_tail_bytes)]
     pub log_tail_bytes: u64,
 
     #[command(flatten)]
@@ -99,6 +99,24 @@ pub fn parse_bytes(value: &str) -> Result<u64, String> {
         .and_then(|n| n.checked_mul(multiplier))
         .filter(|n| *n > 0)
         .ok_or_else(|| format!("{value:?} is not a positive size like 4096, 64Ki or 256Mi"))
+}
+
+/// The spool's bound: at least 1 MiB, so that it holds many reports (each up to a few KiB plus its tail).
+pub fn parse_spool_max_bytes(value: &str) -> Result<u64, String> {
+    let bytes = parse_bytes(value)?;
+    if bytes < 1 << 20 {
+        return Err(format!("{value:?} is too small for a spool: use at least 1Mi"));
+    }
+    Ok(bytes)
+}
+
+/// A report's log tail: at most 1 MiB (a report is one gRPC message; the status keeps far less).
+pub fn parse_log_tail_bytes(value: &str) -> Result<u64, String> {
+    let bytes = parse_bytes(value)?;
+    if bytes > 1 << 20 {
+        return Err(format!("{value:?} is too large for a log tail: use at most 1Mi"));
+    }
+    Ok(bytes)
 }
 
 /// `500ms`, `2s`, `5m`, `12h`, `7d`.
@@ -169,6 +187,9 @@ mod tests {
         assert!(parse_bytes("0").is_err());
         assert!(parse_bytes("1Ti").unwrap_err().contains("Ki, Mi or Gi"));
         assert!(parse_duration("60").unwrap_err().contains("no unit"));
+        assert!(parse_spool_max_bytes("64Ki").unwrap_err().contains("at least 1Mi"));
+        assert!(parse_log_tail_bytes("2Mi").unwrap_err().contains("at most 1Mi"));
+        assert_eq!(parse_log_tail_bytes("16Ki"), Ok(16_384));
     }
 
     #[test]
