@@ -98,13 +98,14 @@ pub struct SpoolLimits {
 }
 
 impl SpoolLimits {
-    /// Segments of a sixteenth of the bound (at least 64 KiB, at most 16 MiB), so dropping the oldest
-    /// segment drops no more than a sixteenth of the spool.
+    /// Segments of a sixteenth of the bound (at least 64 KiB), so dropping the oldest segment drops no more
+    /// than a sixteenth of the spool; at most 4 MiB, because the ack file lists the acknowledged records of
+    /// every segment still on disk and is rewritten on each acknowledgement.
     pub fn new(max_bytes: u64, max_age: Duration) -> Self {
         Self {
             max_bytes,
             max_age,
-            segment_bytes: (max_bytes / 16).clamp(64 * 1024, 16 * 1024 * 1024),
+            segment_bytes: (max_bytes / 16).clamp(64 * 1024, 4 * 1024 * 1024),
         }
     }
 }
