@@ -11,6 +11,8 @@ use spark_operator_runtime::metrics::{Counter, Gauge, Render, write_counter, wri
 pub struct AgentMetrics {
     // CRI.
     pub cri_events: Counter,
+    /// Events drained from the runtime's stream and not yet merged.
+    pub cri_event_queue: Gauge,
     pub cri_relists: Counter,
     pub cri_repairs: Counter,
     pub cri_polling: Gauge,
@@ -64,6 +66,12 @@ impl Render for AgentMetrics {
             "spark_operator_agent_cri_events",
             "Container events read from the runtime's GetContainerEvents stream",
             self.cri_events.get(),
+        );
+        write_gauge(
+            out,
+            "spark_operator_agent_cri_event_queue",
+            "Container events read from the runtime and not yet merged (the agent drains the stream at once)",
+            self.cri_event_queue.get(),
         );
         write_counter(
             out,

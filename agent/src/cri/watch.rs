@@ -131,6 +131,8 @@ pub async fn watch(
         };
         state.metrics.cri_connected.set(0);
         state.metrics.cri_polling.set(0);
+        // The queue went with the connection; the next one starts with a relist.
+        state.metrics.cri_event_queue.set(0);
         if let Some(ready) = &ready {
             ready.set(false);
         }
@@ -186,7 +188,11 @@ impl State {
         let (tx, mut events) = mpsc::unbounded_channel();
         let mut polling = false;
         let _drain = match client.get_container_events(cri::GetEventsRequest {}).await {
-            Ok(response) => Some(AbortOnDrop(tokio::spawn(drain(response.into_inner(), tx)))),
+            Ok(response) => Some(AbortOnDrop(tokio::spawn(drain(
+                response.into_inner(),
+                tx,
+                self.metrics.clone(),
+            )))),
             Err(status) if status.code() == Code::Unimplemented => {
                 self.start_polling("the runtime does not implement GetContainerEvents");
                 polling = true;
@@ -204,6 +210,7 @@ impl State {
             tokio::select! {
                 drained = events.recv(), if !polling => match drained {
                     Some(Drained::Event(event)) => {
+                        self.metrics.cri_event_queue.add(-1);
                         self.metrics.cri_events.inc();
                         if self.event(*event) {
                             // A snapshot without its sandbox: a relist resolves whose it is.
@@ -454,6 +461,7 @@ impl State {
 async fn drain(
     mut stream: spark_operator_proto::tonic::Streaming<cri::ContainerEventResponse>,
     tx: mpsc::UnboundedSender<Drained>,
+    metrics: Arc<AgentMetrics>,
 ) {
     let opened = Instant::now();
     let mut events = 0u64;
@@ -461,6 +469,7 @@ async fn drain(
         let item = match stream.message().await {
             Ok(Some(event)) => {
                 events += 1;
+                metrics.cri_event_queue.add(1);
                 Drained::Event(Box::new(event))
             }
             Ok(None) => Drained::Ended {
