@@ -671,6 +671,29 @@ mod tests {
     }
 
     #[test]
+    fn a_damaged_ack_file_resends_rather_than_loses() {
+        let dir = tempfile::tempdir().unwrap();
+        let now = SystemTime::now();
+        let mut big = limits();
+        big.segment_bytes = 1024 * 1024;
+        let (mut spool, _, _) = open(dir.path(), big);
+        for i in 0..3 {
+            spool.append(&payload(i), now).unwrap();
+        }
+        spool.ack(2).unwrap();
+        drop(spool);
+        let ack_file = dir.path().join(acks::FILE_NAME);
+        let mut bytes = fs::read(&ack_file).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0xff;
+        fs::write(&ack_file, bytes).unwrap();
+        let (spool, recovered, _) = open(dir.path(), big);
+        // The acknowledgement of 2 is lost with the file: 2 goes again (a harmless duplicate).
+        assert_eq!(recovered.pending, 3);
+        assert_eq!(spool.pending(), [1, 2, 3]);
+    }
+
+    #[test]
     fn truncated_and_damaged_records_are_skipped_and_counted() {
         let dir = tempfile::tempdir().unwrap();
         let now = SystemTime::now();
