@@ -6,6 +6,7 @@
 //! - [`cri`]: watching the runtime over CRI: events, relists, merge by container id, OOM settling, the
 //!   polling fallback.
 //! - [`report`]: a Spark container's end as a `TerminationReport` (pure, plus the file reads it needs).
+//! - [`reported`]: the containers whose end was captured, so a restarted agent does not report them again.
 //! - [`spool`]: reports on disk until acknowledged: checksummed, sequenced records, fsynced before a report
 //!   counts as captured, bounded by bytes and age.
 //! - [`delivery`]: the gRPC stream to the operator's report receiver (TLS, ServiceAccount token).
@@ -22,6 +23,7 @@ pub mod identity;
 pub mod logs;
 pub mod metrics;
 pub mod report;
+pub mod reported;
 pub mod spool;
 
 use std::sync::Arc;
@@ -40,6 +42,7 @@ use crate::delivery::DeliveryConfig;
 use crate::logs::LogStore;
 use crate::metrics::AgentMetrics;
 use crate::report::TailLimits;
+use crate::reported::{Reported, SharedReported};
 use crate::spool::{SharedSpool, Spool};
 
 /// Why the agent could not run.
@@ -47,8 +50,10 @@ use crate::spool::{SharedSpool, Spool};
 pub enum Error {
     #[error("cannot open the spool")]
     OpenSpool(#[source] spool::Error),
-    #[error("the task opening the spool failed")]
-    OpenSpoolTask(#[source] tokio::task::JoinError),
+    #[error("a task opening the spool directory failed")]
+    OpenTask(#[source] tokio::task::JoinError),
+    #[error("cannot open the index of reported containers")]
+    OpenReported(#[source] reported::Error),
 }
 
 /// How often the spool's age bound is applied when nothing is appended.
@@ -62,6 +67,8 @@ pub struct Capture {
     pub node_name: String,
     pub tail: TailLimits,
     pub spool: SharedSpool,
+    /// Where captured ends are recorded, so a restarted agent does not report them again.
+    pub reported: Option<SharedReported>,
     pub logs: LogStore,
     pub metrics: Arc<AgentMetrics>,
 }
@@ -101,6 +108,12 @@ impl Capture {
             match self.spool.append(payload.clone()).await {
                 Ok(seq) => {
                     self.metrics.containers_ended.inc();
+                    if let Some(reported) = &self.reported
+                        && let Err(error) = reported.insert(container.container_id.clone()).await
+                    {
+                        // Only costs a duplicate report after a restart.
+                        tracing::warn!(%container, error = %ErrorChain(&error), "cannot record a captured end in the index");
+                    }
                     tracing::info!(
                         %container,
                         container_id = %container.container_id,
@@ -131,7 +144,7 @@ pub async fn open_spool(args: &AgentArgs, metrics: Arc<AgentMetrics>) -> Result<
     let limits = args.spool_limits();
     let (spool, recovered) = tokio::task::spawn_blocking(move || Spool::open(&dir, limits, metrics))
         .await
-        .map_err(Error::OpenSpoolTask)?
+        .map_err(Error::OpenTask)?
         .map_err(Error::OpenSpool)?;
     tracing::info!(
         dir = %args.spool_dir.display(),
@@ -164,6 +177,12 @@ pub async fn run(args: AgentArgs, runtime: &Runtime) -> Result<(), Error> {
     runtime.metrics().register(metrics.clone());
     let ready = runtime.readiness().register("cri");
     let spool = open_spool(&args, metrics.clone()).await?;
+    let dir = args.spool_dir.clone();
+    let reported = tokio::task::spawn_blocking(move || Reported::open(&dir))
+        .await
+        .map_err(Error::OpenTask)?
+        .map_err(Error::OpenReported)?;
+    let reported = SharedReported::new(reported);
     let shutdown = runtime.shutdown().clone();
     let (observations, received) = mpsc::unbounded_channel();
     let watch = cri::watch(
@@ -175,6 +194,7 @@ pub async fn run(args: AgentArgs, runtime: &Runtime) -> Result<(), Error> {
         },
         metrics.clone(),
         Some(ready),
+        Some(reported.clone()),
         observations,
         shutdown.clone(),
     );
@@ -185,6 +205,7 @@ pub async fn run(args: AgentArgs, runtime: &Runtime) -> Result<(), Error> {
             bytes: usize::try_from(args.log_tail_bytes).unwrap_or(usize::MAX),
         },
         spool: spool.clone(),
+        reported: Some(reported),
         // The log store's real constructor (with `args.logs`) replaces this once it lands.
         logs: LogStore::default(),
         metrics: metrics.clone(),

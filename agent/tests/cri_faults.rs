@@ -13,6 +13,7 @@ use futures::StreamExt as _;
 use spark_operator_agent::cri::{ContainerEnd, Observation, WatchConfig, watch};
 use spark_operator_agent::identity::{KUBE_CONTAINER_NAME, KUBE_POD_NAME, KUBE_POD_NAMESPACE, KUBE_POD_UID};
 use spark_operator_agent::metrics::AgentMetrics;
+use spark_operator_agent::reported::{Reported, SharedReported};
 use spark_operator_api::labels::{LABEL_APP_NAME, LABEL_SPARK_EXEC_ID, LABEL_SPARK_ROLE, LABEL_SUBMISSION_ID};
 use spark_operator_proto::cri::v1 as cri;
 use spark_operator_proto::cri::v1::runtime_service_server::{RuntimeService, RuntimeServiceServer};
@@ -219,7 +220,12 @@ struct Agent {
     observations: mpsc::UnboundedReceiver<Observation>,
 }
 
-fn start_agent(socket: PathBuf, poll_period: Duration, oom_settle_delay: Duration) -> Agent {
+fn start_agent(
+    socket: PathBuf,
+    poll_period: Duration,
+    oom_settle_delay: Duration,
+    reported: Option<SharedReported>,
+) -> Agent {
     let metrics = Arc::new(AgentMetrics::default());
     let readiness = Readiness::default();
     let ready = readiness.register("cri");
@@ -234,6 +240,7 @@ fn start_agent(socket: PathBuf, poll_period: Duration, oom_settle_delay: Duratio
         },
         metrics.clone(),
         Some(ready),
+        reported,
         tx,
         shutdown,
     ));
@@ -270,7 +277,13 @@ async fn without_events_the_agent_polls_and_settles_a_late_oom() {
     let (stop_runtime, runtime) = serve(&node, &socket, None);
 
     // A long poll period: the end must come from the settle re-read, not from another poll.
-    let mut agent = start_agent(socket, Duration::from_secs(3600), Duration::from_millis(100));
+    let reported = SharedReported::new(Reported::open(dir.path()).unwrap());
+    let mut agent = start_agent(
+        socket,
+        Duration::from_secs(3600),
+        Duration::from_millis(100),
+        Some(reported.clone()),
+    );
     let end = next_end(&mut agent.observations).await;
     assert_eq!(end.container.container_id, "c1");
     assert_eq!((end.status.exit_code, end.status.reason.as_str()), (137, "OOMKilled"));
@@ -288,26 +301,30 @@ async fn without_events_the_agent_polls_and_settles_a_late_oom() {
         "read once, then again after the settle delay"
     );
 
-    // Polling finds a new container's end too.
+    // As the capture does once the report is spooled.
+    reported.insert("c1".to_owned()).await.unwrap();
+
+    // A new agent process: c1, still listed by the runtime, is not reported again; polling finds a new
+    // container's end.
     agent.stop.fire();
     within("the watcher to stop", agent.task).await.unwrap();
+    let reported = SharedReported::new(Reported::open(dir.path()).unwrap());
     let mut agent = start_agent(
         dir.path().join("crio.sock"),
         Duration::from_millis(50),
         Duration::from_millis(50),
+        Some(reported),
     );
     node.set(container("c2", cri::ContainerState::ContainerRunning, 0, ""));
-    until("c2 to be seen running", || agent.metrics.containers_started.get() >= 2).await;
+    until("c2 to be seen running", || agent.metrics.containers_started.get() >= 1).await;
     node.set(container("c2", cri::ContainerState::ContainerExited, 0, "Completed"));
     let end = next_end(&mut agent.observations).await;
-    // c1 again first: a new process state reports what the runtime still has (the spool's receiver
-    // tolerates the replay); then c2.
-    let end = if end.container.container_id == "c1" {
-        next_end(&mut agent.observations).await
-    } else {
-        end
-    };
     assert_eq!((end.container.container_id.as_str(), end.status.exit_code), ("c2", 0));
+    assert_eq!(
+        agent.metrics.containers_started.get(),
+        1,
+        "c1 is not even started again"
+    );
     agent.stop.fire();
     within("the watcher to stop", agent.task).await.unwrap();
     stop_runtime.fire();
@@ -324,7 +341,12 @@ async fn an_exit_during_a_runtime_restart_is_found_by_the_relist_after_reconnect
     node.set(running.clone());
     let (stop_runtime, runtime) = serve(&node, &socket, Some(events.clone()));
 
-    let mut agent = start_agent(socket.clone(), Duration::from_secs(3600), Duration::from_millis(50));
+    let mut agent = start_agent(
+        socket.clone(),
+        Duration::from_secs(3600),
+        Duration::from_millis(50),
+        None,
+    );
     until("the agent to be ready", || agent.readiness.is_ready()).await;
     until("c1 to be seen running", || agent.metrics.containers_started.get() == 1).await;
     // An event, so the stream is known to carry events (not CRI-O's empty one).

@@ -19,6 +19,7 @@ use spark_operator_agent::cri::{Observation, WatchConfig, watch};
 use spark_operator_agent::logs::LogStore;
 use spark_operator_agent::metrics::AgentMetrics;
 use spark_operator_agent::report::TailLimits;
+use spark_operator_agent::reported::{Reported, SharedReported};
 use spark_operator_agent::spool::{SharedSpool, Spool, SpoolLimits};
 use spark_operator_api::labels::{LABEL_APP_NAME, LABEL_SPARK_EXEC_ID, LABEL_SPARK_ROLE, LABEL_SUBMISSION_ID};
 use spark_operator_proto::agent::v1::{Role, TerminationReport};
@@ -125,6 +126,7 @@ async fn every_spark_container_end_is_reported_once_with_its_exit_and_log_tail()
     let limits = SpoolLimits::new(16 * 1024 * 1024, Duration::from_secs(3600));
     let (spool, _) = Spool::open(&dir.path().join("spool"), limits, metrics.clone()).unwrap();
     let spool = SharedSpool::new(spool);
+    let reported = SharedReported::new(Reported::open(&dir.path().join("spool")).unwrap());
     let (stop, shutdown) = Shutdown::new();
     let (observations, mut seen) = mpsc::unbounded_channel();
     let (forward, captured) = mpsc::unbounded_channel();
@@ -138,6 +140,7 @@ async fn every_spark_container_end_is_reported_once_with_its_exit_and_log_tail()
         },
         metrics.clone(),
         None,
+        Some(reported.clone()),
         observations,
         shutdown,
     ));
@@ -159,6 +162,7 @@ async fn every_spark_container_end_is_reported_once_with_its_exit_and_log_tail()
             node_name: NODE.to_owned(),
             tail: TailLimits { lines: 3, bytes: 4096 },
             spool: spool.clone(),
+            reported: Some(reported.clone()),
             logs: LogStore::default(),
             metrics: metrics.clone(),
         }
@@ -296,4 +300,14 @@ async fn every_spark_container_end_is_reported_once_with_its_exit_and_log_tail()
         assert_eq!(ends.get(name), Some(&1), "{name} ended once: {ends:?}");
     }
     assert!(!starts.contains_key("web") && !starts.contains_key("foreign-spark"));
+    // Every captured end is in the index, so a restarted agent would not report it again.
+    let mut indexed = Reported::open(&dir.path().join("spool"))
+        .unwrap()
+        .ids()
+        .map(str::to_owned)
+        .collect::<Vec<_>>();
+    indexed.sort();
+    let mut ids: Vec<String> = reports.values().map(|r| r.container_id.clone()).collect();
+    ids.sort();
+    assert_eq!(indexed, ids);
 }

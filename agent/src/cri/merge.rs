@@ -90,6 +90,14 @@ fn needs_settling(status: &ContainerStatus) -> bool {
 const FORGET_AFTER_RELISTS: u8 = 2;
 
 impl Tracker {
+    /// A tracker that already reported these containers' ends (a previous run of the agent did).
+    pub fn remembering(container_ids: impl IntoIterator<Item = String>) -> Self {
+        Self {
+            known: HashMap::new(),
+            ended: container_ids.into_iter().map(|id| (id, 0)).collect(),
+        }
+    }
+
     /// Merges one snapshot of a Spark container.
     pub fn observe(&mut self, container: SparkContainer, status: ContainerStatus, origin: Origin) -> Vec<Action> {
         let id = container.container_id.clone();
@@ -341,6 +349,18 @@ mod tests {
         let error = status("c9", ContainerState::ContainerExited, 137, "Error", 50);
         assert!(!supersedes(&error, &oom));
         assert!(supersedes(&oom, &error));
+    }
+
+    #[test]
+    fn ends_reported_by_a_previous_run_are_not_reported_again() {
+        let mut tracker = Tracker::remembering(["c1".to_owned()]);
+        let exited = status("c1", ContainerState::ContainerExited, 0, "Completed", 50);
+        assert!(tracker.observe(container("c1"), exited, Origin::Relist).is_empty());
+        let other = status("c2", ContainerState::ContainerExited, 0, "Completed", 50);
+        assert_eq!(
+            kinds(&tracker.observe(container("c2"), other, Origin::Relist)),
+            ["start", "end c2 0 Completed Relist"]
+        );
     }
 
     #[test]

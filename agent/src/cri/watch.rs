@@ -30,6 +30,7 @@ use super::merge::{Action, Origin, Tracker};
 use super::{Observation, log_source};
 use crate::identity::{CriLabels, spark_container};
 use crate::metrics::AgentMetrics;
+use crate::reported::SharedReported;
 
 /// A failed CRI call; the connection is dropped and made again.
 #[derive(Debug, thiserror::Error)]
@@ -90,19 +91,26 @@ enum Drained {
 }
 
 /// Watches the runtime until `shutdown` fires or `out` is closed, reconnecting whenever the connection
-/// fails. `ready` is set while the socket answers.
+/// fails. `ready` is set while the socket answers. `reported`: the ends a previous run captured, not
+/// reported again (pruned here to what the runtime still lists).
 pub async fn watch(
     config: WatchConfig,
     metrics: Arc<AgentMetrics>,
     ready: Option<Check>,
+    reported: Option<SharedReported>,
     out: mpsc::UnboundedSender<Observation>,
     shutdown: Shutdown,
 ) {
+    let tracker = reported
+        .as_ref()
+        .map(|r| Tracker::remembering(r.snapshot()))
+        .unwrap_or_default();
     let mut state = State {
         config,
         metrics,
         out,
-        tracker: Tracker::default(),
+        reported,
+        tracker,
         not_spark: HashSet::new(),
         sandboxes: HashMap::new(),
         settles: BTreeSet::new(),
@@ -171,6 +179,7 @@ struct State {
     config: WatchConfig,
     metrics: Arc<AgentMetrics>,
     out: mpsc::UnboundedSender<Observation>,
+    reported: Option<SharedReported>,
     tracker: Tracker,
     /// Container ids known not to be Spark's.
     not_spark: HashSet<String>,
@@ -414,6 +423,11 @@ impl State {
                 container_id = %lost.container_id,
                 "a Spark container was removed from the runtime before its exit was seen; the operator's pod watch must record its end"
             );
+        }
+        if let Some(reported) = &self.reported
+            && let Err(error) = reported.retain_listed(listed.clone()).await
+        {
+            tracing::warn!(error = %ErrorChain(&error), "cannot prune the index of reported containers");
         }
         self.not_spark.retain(|id| listed.contains(id));
         self.sandboxes.retain(|id, _| sandboxes_in_use.contains(id));
