@@ -8,6 +8,7 @@
 
 use clap::{Arg, CommandFactory, FromArgMatches, Parser, Subcommand};
 
+use crate::commands::agent::AgentCommandArgs;
 use crate::commands::cleanup::CleanupArgs;
 use crate::commands::controller::ControllerCommandArgs;
 use crate::commands::crd::CrdArgs;
@@ -37,6 +38,9 @@ pub enum Command {
     /// The operator as the Helm chart's Deployment runs it: the controller (reconciling while this
     /// replica leads) and the admission webhook (serving on every replica) in one process.
     Operator(Box<OperatorArgs>),
+    /// The node agent (the Helm chart's DaemonSet): reports every Spark container end on this node to the
+    /// operator from the container runtime, durably, with its exit code, reason and log tail.
+    Agent(Box<AgentCommandArgs>),
     /// Release the driver-protection finalizer of every pod the operator launched (before uninstalling;
     /// usable as a Helm pre-delete hook).
     Cleanup(CleanupArgs),
@@ -69,7 +73,12 @@ fn with_env(subcommand: &str, arg: Arg) -> Arg {
 pub fn command() -> clap::Command {
     Cli::command().mut_subcommands(|subcommand| {
         let name = subcommand.get_name().to_owned();
-        subcommand.mut_args(|arg| with_env(&name, arg))
+        subcommand.mut_args(|arg| {
+            // The agent shares the runtime's flags but elects nothing (one agent per node).
+            let unused = name == "agent" && arg.get_long().is_some_and(|l| l.starts_with("leader-election"));
+            let arg = with_env(&name, arg);
+            if unused { arg.hide(true) } else { arg }
+        })
     })
 }
 
@@ -136,6 +145,48 @@ mod tests {
                 .and_then(|a| a.get_env())
                 .and_then(|e| e.to_str()),
             Some("SPARK_OPERATOR_OPERATOR_NAMESPACES")
+        );
+    }
+
+    #[test]
+    fn the_agent_elects_nothing_and_reads_its_flags_from_the_environment() {
+        let agent = command()
+            .get_subcommands()
+            .find(|s| s.get_name() == "agent")
+            .cloned()
+            .unwrap();
+        let env_of = |long: &str| {
+            agent
+                .get_arguments()
+                .find(|a| a.get_long() == Some(long))
+                .and_then(|a| a.get_env())
+                .and_then(|e| e.to_str())
+                .map(str::to_owned)
+        };
+        assert_eq!(env_of("node-name").as_deref(), Some("SPARK_OPERATOR_AGENT_NODE_NAME"));
+        assert_eq!(
+            env_of("spool-max-bytes").as_deref(),
+            Some("SPARK_OPERATOR_AGENT_SPOOL_MAX_BYTES")
+        );
+        let election: Vec<&Arg> = agent
+            .get_arguments()
+            .filter(|a| a.get_long().is_some_and(|l| l.starts_with("leader-election")))
+            .collect();
+        assert!(!election.is_empty() && election.iter().all(|a| a.is_hide_set()));
+        let cli = Cli::try_parse_from([
+            "spark-operator",
+            "agent",
+            "--node-name=n1",
+            "--report-address=https://spark-operator-reports.spark-operator.svc:9443",
+        ])
+        .unwrap();
+        let Command::Agent(args) = cli.command else {
+            panic!("not agent")
+        };
+        assert_eq!(args.agent.node_name, "n1");
+        assert!(
+            Cli::try_parse_from(["spark-operator", "agent", "--node-name=n1"]).is_err(),
+            "--report-address is required"
         );
     }
 

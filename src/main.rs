@@ -34,6 +34,10 @@ fn main() -> anyhow::Result<ExitCode> {
             commands::dev::run(args, &mut out).context("spark-operator dev")?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Agent(args) => {
+            commands::agent::run(*args).context("spark-operator agent")?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Cleanup(args) => {
             commands::cleanup::run(&args, &mut out).context("spark-operator cleanup")?;
             Ok(ExitCode::SUCCESS)

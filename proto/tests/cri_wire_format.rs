@@ -26,8 +26,8 @@ struct UpstreamIdMapping {
     host_id: u32,
 }
 
-/// Upstream `runtime.v1.Mount` (partial), carried by `ContainerStatus.mounts = 14`, which we
-/// leave out: a real runtime sends it and we must skip it.
+/// Upstream `runtime.v1.Mount` (partial), carried by `ContainerStatus.mounts = 14`, with
+/// `uidMappings = 6`, which our subset leaves out: a real runtime sends it and we must skip it.
 #[derive(Clone, PartialEq, prost::Message)]
 struct UpstreamMount {
     #[prost(string, tag = "1")]
@@ -38,7 +38,7 @@ struct UpstreamMount {
     uid_mappings: Vec<UpstreamIdMapping>,
 }
 
-/// Upstream `runtime.v1.ContainerStatus`, every scalar field plus the left-out `mounts`.
+/// Upstream `runtime.v1.ContainerStatus`, every scalar field plus `mounts` (with fields of `Mount` we leave out).
 #[derive(Clone, PartialEq, prost::Message)]
 struct UpstreamContainerStatus {
     #[prost(string, tag = "1")]
@@ -213,6 +213,10 @@ fn container_status_from_upstream_bytes() {
     );
     assert_eq!(status.image_id, "sha256:id");
     assert_eq!(status.image_source, "mirror.example/spark");
+    // Mount (field 14): read, with upstream's uidMappings (6, left out here) skipped.
+    assert_eq!(status.mounts.len(), 1);
+    assert_eq!(status.mounts[0].container_path, "/opt/spark/work-dir");
+    assert_eq!(status.mounts[0].host_path, "/var/lib/kubelet/pods/x/volumes");
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! One module per subcommand, each with its `Args`, its error type and `run`.
 
+pub mod agent;
 pub mod cleanup;
 pub mod controller;
 pub mod crd;

@@ -637,6 +637,8 @@ fn container_status(c: &Container) -> cri::ContainerStatus {
         message: c.message.clone(),
         labels: c.config.labels.clone(),
         annotations: c.config.annotations.clone(),
+        // The sim keeps no volume mounts per container; a runtime that sends none is allowed.
+        mounts: Vec::new(),
         log_path: c.config.log_path.clone(),
         image_id: c.image_ref.clone(),
         image_source: String::new(),
