@@ -250,6 +250,7 @@ async fn reports_are_recorded_before_they_are_acknowledged() {
             name: AGENT.into(),
         }],
         agent_token_audience: AUDIENCE.into(),
+        reports_service_name: "spark-operator-reports".into(),
         status_byte_budget: 256 * 1024,
     };
     let pki = pki();

@@ -17,6 +17,8 @@ use spark_operator_controller::ControllerArgs;
 pub use spark_operator_dev::ClusterOptions;
 use spark_operator_runtime::{Runtime, RuntimeArgs, shutdown::Shutdown};
 
+pub mod agents;
+
 /// A running simulated cluster with the operator's CRDs (set up as `spark-operator dev` sets it up).
 pub struct Cluster {
     pub sim: kube_sim::Sim,
@@ -285,6 +287,8 @@ impl Cluster {
 
 /// Name of every thread of an in-process controller (benchmarks measure their CPU time).
 pub const CONTROLLER_THREAD: &str = "spark-ctl";
+/// The thread name of in-process node agents.
+pub const AGENT_THREAD: &str = "spark-agent";
 
 /// Stack of the controller's threads: kube-runtime's controller nests deeply in debug builds.
 const STACK: usize = 16 * 1024 * 1024;

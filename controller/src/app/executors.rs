@@ -196,6 +196,10 @@ impl Tracker {
                         tracker.done_names.insert(name.clone());
                     }
                 }
+                // Counted UNKNOWN before the restart: a node agent's late report may still correct it.
+                if record.state == ExecutorState::Unknown {
+                    tracker.mark_unknown(name, record.executor_id);
+                }
             } else {
                 tracker.live.insert(name.clone(), (record.state, record.executor_id));
             }
@@ -735,6 +739,25 @@ mod tests {
         t.observe(&exec(1, ExecutorState::Failed), now(), LIMITS);
         t.observe_deletion(&exec(1, ExecutorState::Failed), now(), LIMITS);
         assert_eq!(counts(&t), (0, 0, 0, 1, 0));
+    }
+
+    #[test]
+    fn a_restarted_controller_still_corrects_an_executor_counted_unknown_before() {
+        let mut before = Tracker::default();
+        before.observe(&exec(1, ExecutorState::Running), now(), LIMITS);
+        before.observe_deletion(&exec(1, ExecutorState::Running), now(), LIMITS);
+        let mut status = SparkApplicationStatus::default();
+        before.render(&mut status);
+        // The leader restarts from its status; the agent's report arrives after.
+        let mut after = Tracker::seeded(&status);
+        assert_eq!(counts(&after), (0, 0, 0, 0, 1));
+        assert!(after.fold_report(&reported(1, 0, None), now(), LIMITS));
+        assert_eq!(
+            counts(&after),
+            (0, 0, 1, 0, 0),
+            "without the seeded UNKNOWN it stays UNKNOWN"
+        );
+        assert!(!after.fold_report(&reported(1, 0, None), now(), LIMITS));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! End-to-end tests on the simulated cluster: one binary, one module per concern.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+mod agents;
 mod churn;
 mod cleanup;
 mod endpoints;

@@ -1,0 +1,298 @@
+//! The node agents' path (docs/agent.md): every Spark container's end reaches the status through the
+//! agent on its node, when the controller's own pod watch cannot see any termination (a sim fault that
+//! hides them from the operator's requests: get, list and watch alike), pods are deleted the instant they
+//! finish, agents and the controller are killed, and status writes fail for a while. The same runs with
+//! the agents stopped end in wrong states: proof the tests can fail.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use kube_sim::faults::{FaultAction, FaultRule};
+use kube_sim::node::PodGc;
+use spark_operator_api::state::TerminationObserver;
+use spark_operator_api::{ApplicationStateType as S, SparkApplication};
+use spark_operator_e2e::{Cluster, ClusterOptions, Poll, app_yaml, poll, state};
+
+/// The operator's identity, in the User-Agent of its requests: what the faults single out.
+const BLIND: &str = "blind-operator";
+const LIMIT: Duration = Duration::from_secs(300);
+
+/// Applications in CI; `SPARK_E2E_FULL=1` runs the full size.
+fn apps() -> usize {
+    if std::env::var("SPARK_E2E_FULL").is_ok_and(|v| v == "1") {
+        1000
+    } else {
+        100
+    }
+}
+
+/// What application `i` does: its driver's exit code, and whether its executor 1 fails (exit 3).
+fn script(i: usize) -> (i32, bool) {
+    (if i % 5 == 4 { 1 } else { 0 }, i % 4 == 1)
+}
+
+fn yaml(name: &str, i: usize, run_time: &str) -> String {
+    let (exit_code, executor_fails) = script(i);
+    let failing = if executor_fails {
+        "    annotations:\n      sim.spark-operator.dev/exec-1.run-time: \"100ms\"\n      sim.spark-operator.dev/exec-1.exit-code: \"3\"\n"
+    } else {
+        ""
+    };
+    app_yaml(name, run_time, exit_code, 2, "").replacen("  executor:\n", &format!("  executor:\n{failing}"), 1)
+}
+
+/// A blind operator: pods never show it a termination, and they are deleted the moment they finish.
+async fn blind_cluster() -> Cluster {
+    let cluster = Cluster::start(ClusterOptions {
+        pod_gc: PodGc::Instant,
+        normal_events: false,
+        ..ClusterOptions::big()
+    })
+    .await;
+    cluster.sim.faults().hide_terminations(format!("({BLIND})"));
+    cluster
+}
+
+fn operator_flags(cluster: &Cluster) -> spark_operator_e2e::ControllerFlags {
+    cluster.args(&[&format!("--identity={BLIND}")])
+}
+
+/// Waits until every application is terminal; returns them by name.
+async fn all_terminal(cluster: &Cluster, count: usize) -> BTreeMap<String, SparkApplication> {
+    poll(LIMIT, || async {
+        let apps = cluster.all_apps("default").await;
+        let done = apps.values().filter(|a| state(a).is_terminal()).count();
+        if done == count {
+            Poll::Done(apps)
+        } else {
+            Poll::Pending(done)
+        }
+    })
+    .await
+    .unwrap_or_else(|done| panic!("only {done} of {count} applications ended"))
+}
+
+/// What is wrong with application `i`'s end, if anything: its state, the driver's recorded exit code and
+/// observer, the executors' counts and failures.
+fn wrong(name: &str, i: usize, app: &SparkApplication, executors_per_app: Option<i64>) -> Option<String> {
+    let (exit_code, executor_fails) = script(i);
+    let status = app.status.clone().unwrap_or_default();
+    let expected = if exit_code == 0 { S::Completed } else { S::Failed };
+    let mut problems = Vec::new();
+    if state(app) != expected {
+        problems.push(format!(
+            "{:?} instead of {expected:?} ({})",
+            state(app),
+            status.application_state.error_message
+        ));
+    }
+    match &status.driver_termination {
+        Some(t) if t.exit_code == Some(exit_code) && t.observed_by == Some(TerminationObserver::Agent) => {}
+        other => problems.push(format!("driver termination {other:?}")),
+    }
+    let counts = status.executor_counts.clone().unwrap_or_default();
+    let failed = i64::from(executor_fails);
+    if counts.unknown != 0 || counts.failed != failed || counts.completed < 1 || counts.pending + counts.running != 0 {
+        problems.push(format!("executor counts {counts:?}"));
+    }
+    if let Some(total) = executors_per_app
+        && counts.total() != total
+    {
+        problems.push(format!("{} executors counted, {total} ran", counts.total()));
+    }
+    if executor_fails
+        && !status
+            .recent_executor_failures
+            .iter()
+            .any(|f| f.executor_id == Some(1) && f.exit_code == Some(3))
+    {
+        problems.push(format!(
+            "executor 1's exit 3 missing: {:?}",
+            status.recent_executor_failures
+        ));
+    }
+    (!problems.is_empty()).then(|| format!("{name}: {}", problems.join("; ")))
+}
+
+fn report(apps: &BTreeMap<String, SparkApplication>, executors_per_app: Option<i64>) -> Vec<String> {
+    apps.iter()
+        .filter_map(|(name, app)| {
+            let i: usize = name.rsplit('-').next()?.parse().ok()?;
+            wrong(name, i, app, executors_per_app)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_record_every_end_the_blind_pod_watch_cannot_see() {
+    let count = apps();
+    let cluster = blind_cluster().await;
+    let operator = cluster.operator(operator_flags(&cluster)).await;
+    let agents = cluster.agents(&operator).await;
+    for i in 0..count {
+        cluster.create_app(&yaml(&format!("blind-{i}"), i, "1s")).await;
+    }
+    let apps = all_terminal(&cluster, count).await;
+    let wrong = report(&apps, None);
+    assert!(
+        wrong.is_empty(),
+        "{} of {count} wrong: {:#?}",
+        wrong.len(),
+        &wrong[..wrong.len().min(5)]
+    );
+
+    // Terminations travelled on the runtime's events: none needed a relist to be found, and relists stayed
+    // at their period's count.
+    let mut events = 0.0;
+    for agent in &agents {
+        events += agent.metric("spark_operator_agent_cri_events").await;
+        let (repairs, relists) = (
+            agent.metric("spark_operator_agent_cri_repairs").await,
+            agent.metric("spark_operator_agent_cri_relists").await,
+        );
+        assert_eq!(repairs, 0.0, "{}: ends found only by a relist", agent.node);
+        assert!(relists <= 10.0, "{}: {relists} relists", agent.node);
+    }
+    assert!(events > 0.0);
+    eprintln!("{count} applications, every end recorded by the agents ({events} CRI events consumed)");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_agents_the_blind_pod_watch_ends_applications_wrongly() {
+    let count = 10;
+    let cluster = blind_cluster().await;
+    let _operator = cluster.operator(operator_flags(&cluster)).await;
+    for i in 0..count {
+        cluster.create_app(&yaml(&format!("blind-{i}"), i, "1s")).await;
+    }
+    let apps = all_terminal(&cluster, count).await;
+    let wrong = report(&apps, None);
+    eprintln!("without agents: {} of {count} applications ended wrongly", wrong.len());
+    assert_eq!(wrong.len(), count, "every application should lack its ends: {wrong:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_and_the_controller_killed_meanwhile_lose_and_double_nothing() {
+    let count = 30;
+    let cluster = blind_cluster().await;
+    let operator = cluster.operator(operator_flags(&cluster)).await;
+    let agents = cluster.agents(&operator).await;
+    // No executor fails here, so every application ran exactly two: a report counted twice shows.
+    for i in 0..count {
+        let name = format!("restart-{}", i * 20);
+        cluster.create_app(&yaml(&name, i * 20, "3s")).await;
+    }
+    poll(LIMIT, || async {
+        let apps = cluster.all_apps("default").await;
+        let running = apps.values().filter(|a| state(a) == S::Running).count();
+        if running * 2 >= count {
+            Poll::Done(())
+        } else {
+            Poll::Pending(running)
+        }
+    })
+    .await
+    .unwrap_or_else(|running| panic!("only {running} applications running"));
+    // Every agent goes for 5 s while drivers and executors exit; the operator is killed and restarted in
+    // the middle of it.
+    for agent in agents {
+        agent.kill();
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    operator.kill();
+    let operator = cluster.operator(operator_flags(&cluster)).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let agents = cluster.agents(&operator).await;
+    let apps = all_terminal(&cluster, count).await;
+    let wrong = report(&apps, Some(2));
+    assert!(
+        wrong.is_empty(),
+        "{} of {count} wrong: {:#?}",
+        wrong.len(),
+        &wrong[..wrong.len().min(5)]
+    );
+    let mut repairs = 0.0;
+    for agent in &agents {
+        repairs += agent.metric("spark_operator_agent_cri_repairs").await;
+    }
+    eprintln!("{count} applications right after the kills; {repairs} ends found by relists after the restart");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_status_write_leaves_the_report_spooled_until_it_is_recorded() {
+    let count = 3;
+    let cluster = blind_cluster().await;
+    let operator = cluster.operator(operator_flags(&cluster)).await;
+    let agents = cluster.agents(&operator).await;
+    for i in 0..count {
+        cluster
+            .create_app(&yaml(&format!("spooled-{}", i * 20), i * 20, "3s"))
+            .await;
+    }
+    poll(LIMIT, || async {
+        let apps = cluster.all_apps("default").await;
+        let running = apps.values().filter(|a| state(a) == S::Running).count();
+        if running == count {
+            Poll::Done(())
+        } else {
+            Poll::Pending(running)
+        }
+    })
+    .await
+    .unwrap_or_else(|running| panic!("only {running} applications running"));
+    cluster.sim.faults().add(FaultRule {
+        verb: Some("patch".into()),
+        resource: Some("sparkapplications/status".into()),
+        user_agent: Some(format!("({BLIND})")),
+        action: FaultAction::Fail {
+            code: 500,
+            reason: "InternalError".into(),
+            message: "etcdserver: request timed out".into(),
+        },
+        times: None,
+    });
+    // The drivers end; their reports are answered RETRY and stay spooled.
+    let retried = poll(LIMIT, || async {
+        let mut retries = 0.0;
+        let mut depth = 0.0;
+        for agent in &agents {
+            retries += agent
+                .metric("spark_operator_agent_report_acks{verdict=\"retry\"}")
+                .await;
+            depth += agent.metric("spark_operator_agent_spool_records").await;
+        }
+        if retries >= count as f64 && depth >= count as f64 {
+            Poll::Done((retries, depth))
+        } else {
+            Poll::Pending((retries, depth))
+        }
+    })
+    .await
+    .unwrap_or_else(|seen| panic!("the reports were not retried and spooled: {seen:?}"));
+    for app in cluster.all_apps("default").await.values() {
+        let status = app.status.clone().unwrap_or_default();
+        assert!(
+            status.driver_termination.is_none(),
+            "recorded while writes fail: {status:?}"
+        );
+    }
+    cluster.sim.faults().clear();
+    cluster.sim.faults().hide_terminations(format!("({BLIND})"));
+    let apps = all_terminal(&cluster, count).await;
+    let wrong = report(&apps, Some(2));
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    let drained = poll(LIMIT, || async {
+        let mut depth = 0.0;
+        for agent in &agents {
+            depth += agent.metric("spark_operator_agent_spool_records").await;
+        }
+        if depth == 0.0 {
+            Poll::Done(())
+        } else {
+            Poll::Pending(depth)
+        }
+    })
+    .await;
+    assert!(drained.is_ok(), "the spool keeps acknowledged reports: {drained:?}");
+    eprintln!("(retries, spooled) while writes failed: {retried:?}");
+}
