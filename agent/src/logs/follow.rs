@@ -233,7 +233,8 @@ impl Follower {
         }
     }
 
-    /// Reads what is there, up to `budget` bytes, handing whole records to `out`.
+    /// Reads what is there, up to `budget` bytes, handing whole records to `out`. Returns early, with
+    /// `switched`, when it moves to another file, so the caller checkpoints before that file is copied.
     pub fn poll(&mut self, budget: u64, out: &mut dyn FnMut(&[u8]) -> io::Result<()>) -> io::Result<Progress> {
         let mut progress = Progress::default();
         loop {
@@ -245,9 +246,11 @@ impl Follower {
                 self.queue_rotated_and_path();
                 match self.queue.pop_front() {
                     Some(next) => {
+                        // Back to the caller first: its checkpoint must name the new file before any
+                        // byte of it is copied.
                         self.current = Some(next);
                         progress.switched = true;
-                        continue;
+                        return Ok(progress);
                     }
                     None => {
                         progress.idle = true;
@@ -296,8 +299,8 @@ impl Follower {
             if self.current.is_none() {
                 progress.idle = true;
                 progress.gone = true;
-                return Ok(progress);
             }
+            return Ok(progress);
         }
     }
 }

@@ -219,6 +219,13 @@ impl LogStore {
             }
         }
         let bytes = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
+        if let Some(follower) = &follower {
+            // Where the copy stands now (after any line the store added): a second restart resumes here.
+            meta.checkpoint = follower.checkpoint(bytes);
+            if let Err(error) = layout::write_meta(&dir, &meta) {
+                tracing::warn!(container_id = %id, %error, "could not checkpoint a container's log copy");
+            }
+        }
         let running = follower.is_some();
         let mut state = self.lock();
         state.containers.insert(id.clone(), Entry { meta, dir, bytes });
@@ -288,7 +295,7 @@ impl LogStore {
         let store = self.clone();
         let container_id = id.to_owned();
         let thread = std::thread::Builder::new()
-            .name(format!("log-{}", &id[..id.len().min(12)]))
+            .name(format!("log-{}", id.chars().take(12).collect::<String>()))
             .spawn(move || store.follow(&container_id, follower, &log, &receiver));
         match thread {
             Ok(thread) => {

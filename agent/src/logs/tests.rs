@@ -115,15 +115,23 @@ fn finished(store: &LogStore, app: &str, id: &str) -> bool {
         .any(|c| c.id == id && c.finished_at.is_some() && !c.running)
 }
 
+/// Polls until the follower is idle; `switched` if any poll switched files.
 fn poll_all(follower: &mut Follower) -> (String, super::follow::Progress) {
     let mut out = Vec::new();
-    let progress = follower
-        .poll(u64::MAX, &mut |bytes| {
-            out.extend_from_slice(bytes);
-            Ok(())
-        })
-        .unwrap();
-    (String::from_utf8(out).unwrap(), progress)
+    let mut switched = false;
+    loop {
+        let mut progress = follower
+            .poll(u64::MAX, &mut |bytes| {
+                out.extend_from_slice(bytes);
+                Ok(())
+            })
+            .unwrap();
+        switched |= progress.switched;
+        if progress.idle {
+            progress.switched = switched;
+            return (String::from_utf8(out).unwrap(), progress);
+        }
+    }
 }
 
 #[test]
@@ -145,6 +153,27 @@ fn a_follower_reads_across_rotations_even_two_between_polls() {
     let (second, progress) = poll_all(&mut follower);
     assert_eq!(second, records(10..40), "nothing lost, nothing doubled");
     assert!(progress.switched);
+
+    // One poll stops at a switch, so a checkpoint names the next file before any of it is copied.
+    kubelet.write(&records(40..45));
+    kubelet.rotate();
+    kubelet.write(&records(45..50));
+    let mut out = Vec::new();
+    let progress = follower
+        .poll(u64::MAX, &mut |bytes| {
+            out.extend_from_slice(bytes);
+            Ok(())
+        })
+        .unwrap();
+    assert!(progress.switched && !progress.idle);
+    assert_eq!(String::from_utf8(out).unwrap(), records(40..45));
+    let checkpoint = follower.checkpoint(0).unwrap();
+    let new_file = std::fs::metadata(&kubelet.path).unwrap();
+    assert_eq!(
+        (checkpoint.file.ino, checkpoint.offset),
+        (std::os::unix::fs::MetadataExt::ino(&new_file), 0)
+    );
+    assert_eq!(poll_all(&mut follower).0, records(45..50));
 
     // Nothing new: nothing handed out again.
     let (third, progress) = poll_all(&mut follower);
@@ -337,6 +366,60 @@ fn a_restarted_store_resumes_where_it_stopped_and_rebuilds_its_index() {
     wait_for("the driver to finish", || finished(&store, "pi", "d"));
     assert_eq!(copy(&store, "pi", "d"), records(0..35), "nothing lost, nothing doubled");
     store.close();
+}
+
+#[test]
+fn restarts_around_a_lost_file_mark_the_gap_once_and_copy_nothing_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("store");
+    let mut kubelet = Kubelet::new(&dir.path().join("pods"), "driver");
+    let source = || LogSource {
+        container: container("pi", "s1", "driver", SparkRole::Driver, None, "d"),
+        log_path: kubelet.path.clone(),
+        started_at: 0,
+    };
+    kubelet.write(&records(0..10));
+    let store = LogStore::open_with(&root, "n", limits()).unwrap();
+    store.container_started(source());
+    wait_for("the first lines", || copy(&store, "pi", "d") == records(0..10));
+    store.close();
+    // While the agent is down: the file it read is rotated and deleted (kubelet keeps only a few).
+    kubelet.write(&records(10..20));
+    let rotated = kubelet.path.with_file_name("0.log.20260101-000001");
+    kubelet.rotate();
+    kubelet.write(&records(20..30));
+    std::fs::remove_file(rotated).unwrap();
+
+    let store = LogStore::open_with(&root, "n", limits()).unwrap();
+    wait_for("what is left", || copy(&store, "pi", "d").ends_with(&records(20..30)));
+    assert_eq!(store.metrics().gaps.get(), 1);
+    // The agent crashes now (no checkpoint on the way out): its directory as it is, opened again.
+    let crashed = dir.path().join("crashed");
+    copy_tree(&root, &crashed);
+    store.close();
+    kubelet.write(&records(30..35));
+    let store = LogStore::open_with(&crashed, "n", limits()).unwrap();
+    wait_for("the new lines", || copy(&store, "pi", "d").ends_with(&records(30..35)));
+    let text = copy(&store, "pi", "d");
+    assert!(text.starts_with(&records(0..10)), "{text}");
+    assert!(text.ends_with(&records(20..35)), "{text}");
+    assert_eq!(text.matches("lines may be missing").count(), 1, "{text}");
+    assert_eq!(text.matches("line 20\n").count(), 1, "{text}");
+    assert_eq!(store.metrics().gaps.get(), 0, "the second restart resumed exactly");
+    store.close();
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
 }
 
 /// One finished container of `app` holding `lines` records.
