@@ -392,3 +392,47 @@ pub fn choose(held: &[(AgentPod, AppIndex)], selection: &Selection) -> Result<Ch
         container: container.clone(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use kube::config::{KubeConfigOptions, Kubeconfig};
+    use serde_json::json;
+
+    use super::*;
+
+    async fn config_with_user(user: serde_json::Value) -> kube::Config {
+        let kubeconfig: Kubeconfig = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Config",
+            "clusters": [{ "name": "c", "cluster": { "server": "https://127.0.0.1:6443" } }],
+            "users": [{ "name": "u", "user": user }],
+            "contexts": [{ "name": "x", "context": { "cluster": "c", "user": "u" } }],
+            "current-context": "x",
+        }))
+        .unwrap();
+        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_token_comes_from_a_static_token_or_an_exec_plugin_and_never_from_a_certificate() {
+        let config = config_with_user(json!({ "token": "static-token" })).await;
+        assert_eq!(bearer_token(&config).await.unwrap(), "static-token");
+
+        let credential = r#"{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"from-plugin"}}"#;
+        let config = config_with_user(json!({ "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1",
+            "command": "sh",
+            "args": ["-c", format!("echo '{credential}'")],
+            "interactiveMode": "Never",
+        } }))
+        .await;
+        assert_eq!(bearer_token(&config).await.unwrap(), "from-plugin");
+
+        let config = config_with_user(json!({ "username": "u", "password": "p" })).await;
+        let error = bearer_token(&config).await.unwrap_err();
+        assert!(error.to_string().contains("username and password"), "{error}");
+    }
+}

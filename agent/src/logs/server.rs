@@ -71,7 +71,7 @@ pub async fn serve(
         .local_addr()
         .map_err(|source| Error::Bind { address, source })?;
     let shared = Shared {
-        poll: Duration::from_millis(250),
+        poll: store.poll_interval(),
         store,
         client,
     };

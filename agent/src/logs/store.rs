@@ -166,6 +166,11 @@ impl LogStore {
         self.inner.metrics.clone()
     }
 
+    /// How often followers (and followed reads of a copy) look for more.
+    pub fn poll_interval(&self) -> Duration {
+        self.inner.limits.poll
+    }
+
     pub fn root(&self) -> &Path {
         &self.inner.root
     }
