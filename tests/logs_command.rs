@@ -187,8 +187,9 @@ async fn spark_pod(
         log_path,
         started_at: 0,
     });
-    // Finished (its lines are all written): the copy completes.
-    store.container_exited(&id, 1);
+    // Finished now (its lines are all written): the copy completes. (A finish time long ago would let the
+    // store's age bound remove the application.)
+    store.container_exited(&id, jiff::Timestamp::now().as_nanosecond() as i64);
 }
 
 async fn command(args: Vec<String>) -> Output {
@@ -269,6 +270,19 @@ async fn spark_operator_logs_prints_what_the_agents_hold_to_those_who_may_read_i
         .unwrap()
         .parse()
         .unwrap();
+    // A second agent pod whose server does not answer (a node going down): the others still count.
+    create::<Pod>(
+        &admin,
+        OPERATOR,
+        json!({
+            "metadata": { "name": "agent-x2", "labels": {
+                "app.kubernetes.io/name": "spark-operator", "app.kubernetes.io/component": "agent" },
+                "annotations": { "sim.spark-operator.dev/run-time": "forever" } },
+            "spec": { "nodeName": node.name(), "containers": [{ "name": "agent", "image": "spark-operator" }] },
+        }),
+    )
+    .await;
+    running_pod(&admin, OPERATOR, "agent-x2").await;
     let store = LogStore::open(
         &LogArgs {
             log_store_dir: dir.path().join("store"),
@@ -382,6 +396,8 @@ async fn spark_operator_logs_prints_what_the_agents_hold_to_those_who_may_read_i
     let shown = command(base(&[])).await;
     assert!(shown.status.success(), "{}", String::from_utf8_lossy(&shown.stderr));
     assert_eq!(String::from_utf8_lossy(&shown.stdout), text(&current));
+    let warned = String::from_utf8_lossy(&shown.stderr);
+    assert!(warned.contains("warning") && warned.contains("agent-x2"), "{warned}");
     // The first execution, and the current one's executor 1.
     let shown = command(base(&["-n", JOBS, "--attempt", "1"])).await;
     assert_eq!(String::from_utf8_lossy(&shown.stdout), text(&first));

@@ -401,9 +401,11 @@ async fn a_whole_log_outlives_its_pod_and_is_served_only_to_those_who_may_read_p
     );
 
     // Read through the API server's proxy: the index, then the log, as `spark-operator logs` does.
-    let held = client::indexes(&reader, &agents, &pods, &token, JOBS, "pi")
+    let asked = client::indexes(&reader, &agents, &pods, &token, JOBS, "pi")
         .await
         .unwrap();
+    assert!(asked.unreachable.is_empty(), "{:?}", asked.unreachable);
+    let held = asked.held;
     assert_eq!(held.len(), 1);
     let index = &held[0].1;
     assert_eq!(index.node, node.name());
@@ -425,7 +427,7 @@ async fn a_whole_log_outlives_its_pod_and_is_served_only_to_those_who_may_read_p
     client::stream_log(
         &reader,
         &agents,
-        &pods[chosen.agent],
+        &held[chosen.agent].0,
         &token,
         JOBS,
         "pi",

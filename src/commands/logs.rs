@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use kube::api::Api;
 use spark_operator_agent::logs::client::{self as agents, Agents, Nothing, Selection};
 use spark_operator_api::SparkApplication;
+use spark_operator_runtime::error_chain::ErrorChain;
 use spark_operator_runtime::{client, tokio_runtime};
 
 #[derive(Debug, clap::Args)]
@@ -87,7 +88,11 @@ pub async fn logs(args: &LogsArgs, out: &mut (dyn Write + Send)) -> Result<Shown
         .clone()
         .filter(|n| !n.is_empty())
         .unwrap_or_else(|| config.default_namespace.clone());
-    let kube = client::client(config.clone())?;
+    // No retries: kube's retry of a 503 would wait on an agent that cannot be reached (a node down)
+    // for half a minute, where the other agents' answers are enough.
+    let mut no_retry = config.clone();
+    no_retry.default_retry = false;
+    let kube = client::client(no_retry)?;
     let apps: Api<SparkApplication> = Api::namespaced(kube.clone(), &namespace);
     let app = apps.get_opt(&args.name).await.map_err(|source| LogsError::ReadApp {
         namespace: namespace.clone(),
@@ -113,7 +118,17 @@ pub async fn logs(args: &LogsArgs, out: &mut (dyn Write + Send)) -> Result<Shown
             agents_at.namespace, agents_at.selector
         )));
     }
-    let held = agents::indexes(&kube, &agents_at, &pods, &token, &namespace, &args.name).await?;
+    let asked = agents::indexes(&kube, &agents_at, &pods, &token, &namespace, &args.name).await?;
+    for failed in &asked.unreachable {
+        eprintln!("spark-operator logs: warning: {}", ErrorChain(failed));
+    }
+    if asked.held.is_empty()
+        && let Some(failed) = asked.unreachable.into_iter().next()
+    {
+        // Nothing held by the agents that answered: the ones that did not may hold it.
+        return Err(failed.into());
+    }
+    let held = asked.held;
     let selection = Selection {
         current_submission: app.status.map(|s| s.submission_id).filter(|s| !s.is_empty()),
         attempt: args.attempt.map(|n| n as usize),
@@ -142,7 +157,7 @@ pub async fn logs(args: &LogsArgs, out: &mut (dyn Write + Send)) -> Result<Shown
     agents::stream_log(
         &kube,
         &agents_at,
-        &pods[chosen.agent],
+        &held[chosen.agent].0,
         &token,
         &namespace,
         &args.name,

@@ -175,7 +175,18 @@ fn message_of(body: &[u8]) -> String {
         .unwrap_or_else(|| String::from_utf8_lossy(body).trim().to_owned())
 }
 
-/// Each agent's index of `namespace/app`; agents holding nothing of it are left out.
+/// What the agents answered.
+#[derive(Debug, Default)]
+pub struct Asked {
+    /// Each agent's index of the application; agents holding nothing of it are left out.
+    pub held: Vec<(AgentPod, AppIndex)>,
+    /// Agents that could not be asked (a node down, an agent restarting): the others still count.
+    pub unreachable: Vec<Error>,
+}
+
+/// Asks every agent for its index of `namespace/app`, at once. A refusal (401, 403: the caller may not
+/// read these logs, and every agent would say so) is an error; an agent that cannot be reached is
+/// reported in [`Asked::unreachable`].
 pub async fn indexes(
     client: &kube::Client,
     agents: &Agents,
@@ -183,7 +194,7 @@ pub async fn indexes(
     token: &str,
     namespace: &str,
     app: &str,
-) -> Result<Vec<(AgentPod, AppIndex)>, Error> {
+) -> Result<Asked, Error> {
     let asks = pods.iter().map(|pod| async move {
         let response = get(client, agents, pod, token, &index::index_path(namespace, app)).await?;
         let code = response.status();
@@ -213,14 +224,16 @@ pub async fn indexes(
         })?;
         Ok(Some((pod.clone(), index)))
     });
-    let answers = futures::future::join_all(asks).await;
-    let mut held = Vec::new();
-    for answer in answers {
-        if let Some(found) = answer? {
-            held.push(found);
+    let mut asked = Asked::default();
+    for answer in futures::future::join_all(asks).await {
+        match answer {
+            Ok(Some(found)) => asked.held.push(found),
+            Ok(None) => {}
+            Err(error @ Error::Refused { code: 401 | 403, .. }) => return Err(error),
+            Err(error) => asked.unreachable.push(error),
         }
     }
-    Ok(held)
+    Ok(asked)
 }
 
 /// Streams one container's log from `pod` to `out`, chunk by chunk, as it arrives.
@@ -283,6 +296,7 @@ pub struct Selection {
 /// The container chosen, and which of the agents holds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Chosen {
+    /// Index into the `held` list given to [`choose`].
     pub agent: usize,
     pub submission_id: String,
     pub container: ContainerEntry,
