@@ -270,19 +270,20 @@ async fn spark_operator_logs_prints_what_the_agents_hold_to_those_who_may_read_i
         .unwrap()
         .parse()
         .unwrap();
-    // A second agent pod whose server does not answer (a node going down): the others still count.
+    // Another agent pod, listed first, whose server does not answer (a node going down): the others still
+    // count, and the log is read from the agent that holds it.
     create::<Pod>(
         &admin,
         OPERATOR,
         json!({
-            "metadata": { "name": "agent-x2", "labels": {
+            "metadata": { "name": "agent-a0", "labels": {
                 "app.kubernetes.io/name": "spark-operator", "app.kubernetes.io/component": "agent" },
                 "annotations": { "sim.spark-operator.dev/run-time": "forever" } },
             "spec": { "nodeName": node.name(), "containers": [{ "name": "agent", "image": "spark-operator" }] },
         }),
     )
     .await;
-    running_pod(&admin, OPERATOR, "agent-x2").await;
+    running_pod(&admin, OPERATOR, "agent-a0").await;
     let store = LogStore::open(
         &LogArgs {
             log_store_dir: dir.path().join("store"),
@@ -397,7 +398,7 @@ async fn spark_operator_logs_prints_what_the_agents_hold_to_those_who_may_read_i
     assert!(shown.status.success(), "{}", String::from_utf8_lossy(&shown.stderr));
     assert_eq!(String::from_utf8_lossy(&shown.stdout), text(&current));
     let warned = String::from_utf8_lossy(&shown.stderr);
-    assert!(warned.contains("warning") && warned.contains("agent-x2"), "{warned}");
+    assert!(warned.contains("warning") && warned.contains("agent-a0"), "{warned}");
     // The first execution, and the current one's executor 1.
     let shown = command(base(&["-n", JOBS, "--attempt", "1"])).await;
     assert_eq!(String::from_utf8_lossy(&shown.stdout), text(&first));
