@@ -14,6 +14,7 @@ use crate::commands::controller::ControllerCommandArgs;
 use crate::commands::crd::CrdArgs;
 #[cfg(feature = "dev")]
 use crate::commands::dev::DevArgs;
+use crate::commands::logs::LogsArgs;
 use crate::commands::operator::OperatorArgs;
 use crate::commands::validate::ValidateArgs;
 
@@ -44,6 +45,10 @@ pub enum Command {
     /// Release the driver-protection finalizer of every pod the operator launched (before uninstalling;
     /// usable as a Helm pre-delete hook).
     Cleanup(CleanupArgs),
+    /// Print a Spark driver's or executor's log as the node agents kept it, also after its pod is gone:
+    /// the application's current execution (or `--attempt N`), the driver (or `--executor ID`). Exits 1
+    /// when there is nothing to show.
+    Logs(LogsArgs),
     /// Run a simulated cluster (3 nodes) with the operator in it, for trying things locally with
     /// kubectl: prints the kubeconfig and the commands to try.
     #[cfg(feature = "dev")]
@@ -103,7 +108,8 @@ mod tests {
         let mut checked = 0;
         for subcommand in command.get_subcommands() {
             for arg in subcommand.get_arguments() {
-                if matches!(arg.get_id().as_str(), "help" | "version") {
+                // Positional arguments (`logs NAME`) are operands, not flags.
+                if matches!(arg.get_id().as_str(), "help" | "version") || arg.is_positional() {
                     continue;
                 }
                 let env = arg.get_env().and_then(|e| e.to_str()).unwrap_or_default();

@@ -38,6 +38,7 @@ fn main() -> anyhow::Result<ExitCode> {
             commands::agent::run(*args).context("spark-operator agent")?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Logs(args) => commands::logs::run(&args, &mut io::stdout()).context("spark-operator logs"),
         Command::Cleanup(args) => {
             commands::cleanup::run(&args, &mut out).context("spark-operator cleanup")?;
             Ok(ExitCode::SUCCESS)

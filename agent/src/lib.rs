@@ -54,6 +54,10 @@ pub enum Error {
     OpenTask(#[source] tokio::task::JoinError),
     #[error("cannot open the index of reported containers")]
     OpenReported(#[source] reported::Error),
+    #[error("cannot open the log store")]
+    OpenLogs(#[source] logs::Error),
+    #[error("cannot serve the log store")]
+    ServeLogs(#[source] logs::Error),
 }
 
 /// How often the spool's age bound is applied when nothing is appended.
@@ -184,6 +188,24 @@ pub async fn run(args: AgentArgs, runtime: &Runtime) -> Result<(), Error> {
         .map_err(Error::OpenReported)?;
     let reported = SharedReported::new(reported);
     let shutdown = runtime.shutdown().clone();
+    let store = {
+        let (args, node) = (args.logs.clone(), args.node_name.clone());
+        tokio::task::spawn_blocking(move || LogStore::open(&args, &node))
+            .await
+            .map_err(Error::OpenTask)?
+            .map_err(Error::OpenLogs)?
+    };
+    runtime.metrics().register(store.metrics());
+    let served = logs::serve(
+        store.clone(),
+        args.logs.log_address,
+        runtime.client(),
+        &args.node_name,
+        shutdown.clone(),
+    )
+    .await
+    .map_err(Error::ServeLogs)?;
+    tracing::info!(address = %served.address, "serving the log store");
     let (observations, received) = mpsc::unbounded_channel();
     let watch = cri::watch(
         WatchConfig {
@@ -206,8 +228,7 @@ pub async fn run(args: AgentArgs, runtime: &Runtime) -> Result<(), Error> {
         },
         spool: spool.clone(),
         reported: Some(reported),
-        // The log store's real constructor (with `args.logs`) replaces this once it lands.
-        logs: LogStore::default(),
+        logs: store.clone(),
         metrics: metrics.clone(),
     }
     .run(received);
@@ -228,5 +249,8 @@ pub async fn run(args: AgentArgs, runtime: &Runtime) -> Result<(), Error> {
         "agent running"
     );
     tokio::join!(watch, capture, delivery, expire(spool, shutdown));
+    drop(served);
+    // The followers stop and record where each copy stands, so a restarted agent resumes them.
+    let _ = tokio::task::spawn_blocking(move || store.close()).await;
     Ok(())
 }

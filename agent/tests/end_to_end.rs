@@ -47,7 +47,11 @@ async fn the_agent_reports_a_driver_end_to_the_receiver_and_empties_its_spool() 
         oom_settle_delay: Duration::from_secs(2),
         log_tail_lines: 10,
         log_tail_bytes: 4096,
-        logs: LogArgs::default(),
+        logs: LogArgs {
+            log_store_dir: dir.path().join("logs"),
+            log_address: "127.0.0.1:0".parse().unwrap(),
+            ..LogArgs::default()
+        },
     };
     let kube = spark_operator_runtime::client::config_from(Some(sim.kubeconfig_path()))
         .await

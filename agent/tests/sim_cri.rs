@@ -16,7 +16,7 @@ use kube_sim::{Sim, SimConfig};
 use serde_json::{Value, json};
 use spark_operator_agent::Capture;
 use spark_operator_agent::cri::{Observation, WatchConfig, watch};
-use spark_operator_agent::logs::LogStore;
+use spark_operator_agent::logs::{LogArgs, LogStore};
 use spark_operator_agent::metrics::AgentMetrics;
 use spark_operator_agent::report::TailLimits;
 use spark_operator_agent::reported::{Reported, SharedReported};
@@ -163,7 +163,14 @@ async fn every_spark_container_end_is_reported_once_with_its_exit_and_log_tail()
             tail: TailLimits { lines: 3, bytes: 4096 },
             spool: spool.clone(),
             reported: Some(reported.clone()),
-            logs: LogStore::default(),
+            logs: LogStore::open(
+                &LogArgs {
+                    log_store_dir: dir.path().join("logs"),
+                    ..LogArgs::default()
+                },
+                NODE,
+            )
+            .unwrap(),
             metrics: metrics.clone(),
         }
         .run(captured),

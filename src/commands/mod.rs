@@ -7,5 +7,6 @@ pub mod crd;
 #[cfg(feature = "dev")]
 pub mod dev;
 pub mod documents;
+pub mod logs;
 pub mod operator;
 pub mod validate;

@@ -214,6 +214,8 @@ impl Cluster {
             format!("--report-address=https://127.0.0.1:{}", operator.reports_port),
             format!("--ca-bundle={}", ca.display()),
             format!("--token-file={}", token.display()),
+            format!("--log-store-dir={}", dir.join("logs").display()),
+            format!("--log-address=127.0.0.1:{}", free_port()),
         ];
         argv.extend(extra.iter().map(|a| (*a).to_owned()));
         let flags = AgentFlags::try_parse_from(argv).expect("valid agent flags");

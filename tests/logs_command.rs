@@ -1,0 +1,443 @@
+//! `spark-operator logs`, the built binary, against the simulated cluster: an agent's log store and server
+//! (in this process, bound on the pod IP of a pod standing for the agent) hold two executions of a
+//! SparkApplication; the command, run with a kubeconfig whose user is a ServiceAccount token allowed
+//! `pods/log`, prints the current execution's driver, `--attempt 1`'s, an executor's, and exits 1 saying
+//! why when there is nothing to show or the kubeconfig has no token.
+
+// Test code: a panic is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
+
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, Role, RoleBinding};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig};
+use serde_json::{Value, json};
+use spark_operator_agent::identity::SparkContainer;
+use spark_operator_agent::logs::{self, LogArgs, LogSource, LogStore};
+use spark_operator_api::SparkApplication;
+use spark_operator_api::labels::SparkRole;
+use spark_operator_dev::{Cluster, ClusterOptions};
+use spark_operator_runtime::shutdown::Shutdown;
+
+const JOBS: &str = "spark-jobs";
+const OPERATOR: &str = "spark-operator";
+
+async fn wait_for<T, F: std::future::Future<Output = Option<T>>>(what: &str, mut check: impl FnMut() -> F) -> T {
+    for _ in 0..600 {
+        if let Some(value) = check().await {
+            return value;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+async fn create<K>(client: &kube::Client, namespace: &str, object: Value) -> K
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+{
+    let object: K = serde_json::from_value(object).unwrap();
+    Api::<K>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), &object)
+        .await
+        .unwrap()
+}
+
+async fn create_cluster_wide<K>(client: &kube::Client, object: Value) -> K
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::ClusterResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+{
+    let object: K = serde_json::from_value(object).unwrap();
+    Api::<K>::all(client.clone())
+        .create(&PostParams::default(), &object)
+        .await
+        .unwrap()
+}
+
+async fn token_of(client: &kube::Client, namespace: &str, name: &str) -> String {
+    create::<ServiceAccount>(client, namespace, json!({ "metadata": { "name": name } })).await;
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    let request = TokenRequest {
+        spec: TokenRequestSpec {
+            expiration_seconds: Some(3600),
+            ..TokenRequestSpec::default()
+        },
+        ..TokenRequest::default()
+    };
+    let issued = accounts
+        .create_token_request(name, &PostParams::default(), &request)
+        .await
+        .unwrap();
+    issued.status.unwrap().token
+}
+
+/// The sim's kubeconfig with its user replaced by `token` (a tokenFile), context namespace `namespace`.
+fn kubeconfig_with_token(cluster: &Cluster, dir: &Path, name: &str, token: &str, namespace: &str) -> PathBuf {
+    let token_file = dir.join(format!("{name}.token"));
+    std::fs::write(&token_file, token).unwrap();
+    let mut config = Kubeconfig::read_from(cluster.sim.kubeconfig_path()).unwrap();
+    let current = config.current_context.clone().unwrap();
+    let context = config.contexts.iter_mut().find(|c| c.name == current).unwrap();
+    let context = context.context.as_mut().unwrap();
+    context.namespace = Some(namespace.to_owned());
+    let user = context.user.clone().unwrap();
+    let auth = config.auth_infos.iter_mut().find(|a| a.name == user).unwrap();
+    auth.auth_info = Some(AuthInfo {
+        token_file: Some(token_file.display().to_string()),
+        ..AuthInfo::default()
+    });
+    let path = dir.join(format!("{name}.kubeconfig"));
+    std::fs::write(&path, serde_json::to_vec(&config).unwrap()).unwrap();
+    path
+}
+
+async fn running_pod(client: &kube::Client, namespace: &str, name: &str) -> Pod {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    wait_for(&format!("pod {name} running"), || {
+        let pods = pods.clone();
+        async move {
+            let pod = pods.get(name).await.ok()?;
+            let status = pod.status.as_ref()?;
+            let running = status
+                .container_statuses
+                .as_ref()?
+                .first()?
+                .state
+                .as_ref()?
+                .running
+                .is_some();
+            (running && status.pod_ip.is_some()).then_some(pod)
+        }
+    })
+    .await
+}
+
+/// A scripted Spark pod of application `pi` writing `lines` lines, fed to the store.
+async fn spark_pod(
+    cluster: &Cluster,
+    store: &LogStore,
+    name: &str,
+    submission: &str,
+    executor: Option<i64>,
+    lines: &[String],
+) {
+    let node = cluster.sim.nodes().nodes().into_iter().next().unwrap();
+    let mut labels = json!({
+        "spark-role": if executor.is_some() { "executor" } else { "driver" },
+        "sparkoperator.k8s.io/app-name": "pi",
+        "sparkoperator.k8s.io/submission-id": submission,
+    });
+    if let Some(id) = executor {
+        labels["spark-exec-id"] = json!(id.to_string());
+    }
+    create::<Pod>(
+        &cluster.client,
+        JOBS,
+        json!({
+            "metadata": { "name": name, "labels": labels, "annotations": {
+                "sim.spark-operator.dev/program": "script",
+                "sim.spark-operator.dev/run-time": "forever",
+                "sim.spark-operator.dev/log": lines.join("\n"),
+            } },
+            "spec": { "nodeName": node.name(), "containers": [{ "name": "spark", "image": "spark" }] },
+        }),
+    )
+    .await;
+    let pod = running_pod(&cluster.client, JOBS, name).await;
+    let uid = pod.metadata.uid.clone().unwrap();
+    let id = pod.status.unwrap().container_statuses.unwrap()[0]
+        .container_id
+        .clone()
+        .unwrap()
+        .trim_start_matches("containerd://")
+        .to_owned();
+    let log_path = node.log_dir().join(format!("{JOBS}_{name}_{uid}/spark/0.log"));
+    store.container_started(LogSource {
+        container: SparkContainer {
+            namespace: JOBS.into(),
+            app_name: "pi".into(),
+            submission_id: submission.into(),
+            spark_app_id: None,
+            pod_name: name.into(),
+            pod_uid: uid,
+            role: if executor.is_some() {
+                SparkRole::Executor
+            } else {
+                SparkRole::Driver
+            },
+            executor_id: executor,
+            container_name: "spark".into(),
+            container_id: id.clone(),
+            attempt: 0,
+        },
+        log_path,
+        started_at: 0,
+    });
+    // Finished now (its lines are all written): the copy completes. (A finish time long ago would let the
+    // store's age bound remove the application.)
+    store.container_exited(&id, jiff::Timestamp::now().as_nanosecond() as i64);
+}
+
+async fn command(args: Vec<String>) -> Output {
+    tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_spark-operator"))
+            .args(args)
+            .env_remove("KUBECONFIG")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap()
+}
+
+fn lines(prefix: &str, n: usize) -> Vec<String> {
+    (1..=n).map(|i| format!("{prefix} {i}")).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spark_operator_logs_prints_what_the_agents_hold_to_those_who_may_read_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(
+        &dir.path().join("sim"),
+        &ClusterOptions {
+            nodes: 1,
+            job_namespaces: Vec::new(),
+            ..ClusterOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let admin = cluster.client.clone();
+    for ns in [JOBS, OPERATOR] {
+        create_cluster_wide::<Namespace>(&admin, json!({ "metadata": { "name": ns } })).await;
+        let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), ns);
+        wait_for("the default ServiceAccount", || {
+            let accounts = accounts.clone();
+            async move { accounts.get_opt("default").await.ok().flatten() }
+        })
+        .await;
+    }
+    let node = cluster.sim.nodes().nodes().into_iter().next().unwrap();
+
+    // The agent: auth-delegator rights, its pod's IP for the server.
+    let agent_token = token_of(&admin, OPERATOR, "agent").await;
+    create_cluster_wide::<ClusterRoleBinding>(&admin, json!({
+        "metadata": { "name": "agent-auth-delegator" },
+        "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:auth-delegator" },
+        "subjects": [{ "kind": "ServiceAccount", "name": "agent", "namespace": OPERATOR }],
+    }))
+    .await;
+    let agent_kubeconfig = kubeconfig_with_token(&cluster, dir.path(), "agent", &agent_token, OPERATOR);
+    let agent_client = kube::Client::try_from(
+        kube::Config::from_custom_kubeconfig(
+            Kubeconfig::read_from(&agent_kubeconfig).unwrap(),
+            &KubeConfigOptions::default(),
+        )
+        .await
+        .unwrap(),
+    )
+    .unwrap();
+    create::<Pod>(
+        &admin,
+        OPERATOR,
+        json!({
+            "metadata": { "name": "agent-x1", "labels": {
+                "app.kubernetes.io/name": "spark-operator", "app.kubernetes.io/component": "agent" },
+                "annotations": { "sim.spark-operator.dev/run-time": "forever" } },
+            "spec": { "nodeName": node.name(), "containers": [{ "name": "agent", "image": "spark-operator" }] },
+        }),
+    )
+    .await;
+    let pod_ip: IpAddr = running_pod(&admin, OPERATOR, "agent-x1")
+        .await
+        .status
+        .unwrap()
+        .pod_ip
+        .unwrap()
+        .parse()
+        .unwrap();
+    // Another agent pod, listed first, whose server does not answer (a node going down): the others still
+    // count, and the log is read from the agent that holds it.
+    create::<Pod>(
+        &admin,
+        OPERATOR,
+        json!({
+            "metadata": { "name": "agent-a0", "labels": {
+                "app.kubernetes.io/name": "spark-operator", "app.kubernetes.io/component": "agent" },
+                "annotations": { "sim.spark-operator.dev/run-time": "forever" } },
+            "spec": { "nodeName": node.name(), "containers": [{ "name": "agent", "image": "spark-operator" }] },
+        }),
+    )
+    .await;
+    running_pod(&admin, OPERATOR, "agent-a0").await;
+    let store = LogStore::open(
+        &LogArgs {
+            log_store_dir: dir.path().join("store"),
+            log_poll_interval: Duration::from_millis(20),
+            ..LogArgs::default()
+        },
+        node.name(),
+    )
+    .unwrap();
+    let served = logs::serve(
+        store.clone(),
+        SocketAddr::new(pod_ip, 0),
+        agent_client,
+        node.name(),
+        Shutdown::never(),
+    )
+    .await
+    .unwrap();
+
+    // The reader: finds and reaches the agents, reads pod logs in JOBS.
+    create::<Role>(
+        &admin,
+        OPERATOR,
+        json!({
+            "metadata": { "name": "agent-proxy" },
+            "rules": [
+                { "apiGroups": [""], "resources": ["pods"], "verbs": ["list"] },
+                { "apiGroups": [""], "resources": ["pods/proxy"], "verbs": ["get"] },
+            ],
+        }),
+    )
+    .await;
+    create::<Role>(
+        &admin,
+        JOBS,
+        json!({
+            "metadata": { "name": "log-reader" },
+            "rules": [
+                { "apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"] },
+                { "apiGroups": ["sparkoperator.k8s.io"], "resources": ["sparkapplications"], "verbs": ["get"] },
+            ],
+        }),
+    )
+    .await;
+    let reader_token = token_of(&admin, JOBS, "reader").await;
+    for (ns, role) in [(OPERATOR, "agent-proxy"), (JOBS, "log-reader")] {
+        create::<RoleBinding>(
+            &admin,
+            ns,
+            json!({
+                "metadata": { "name": role },
+                "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role },
+                "subjects": [{ "kind": "ServiceAccount", "name": "reader", "namespace": JOBS }],
+            }),
+        )
+        .await;
+    }
+    let reader = kubeconfig_with_token(&cluster, dir.path(), "reader", &reader_token, JOBS);
+
+    // The application, its first execution (s1) and its current one (s2, with executor 1).
+    let app: SparkApplication = serde_json::from_value(json!({
+        "apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication",
+        "metadata": { "name": "pi", "namespace": JOBS },
+        "spec": { "type": "Scala", "mode": "cluster", "sparkVersion": "4.0.0", "image": "spark",
+            "mainClass": "org.apache.spark.examples.SparkPi",
+            "mainApplicationFile": "local:///opt/spark/examples/jars/spark-examples.jar",
+            "driver": {}, "executor": { "instances": 1 } },
+    }))
+    .unwrap();
+    let apps: Api<SparkApplication> = Api::namespaced(admin.clone(), JOBS);
+    apps.create(&PostParams::default(), &app).await.unwrap();
+    apps.patch_status(
+        "pi",
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": { "submissionID": "s2" } })),
+    )
+    .await
+    .unwrap();
+    let first = lines("first driver line", 5);
+    let current = lines("current driver line", 7);
+    let executor = lines("executor line", 3);
+    spark_pod(&cluster, &store, "pi-driver-1", "s1", None, &first).await;
+    spark_pod(&cluster, &store, "pi-driver-2", "s2", None, &current).await;
+    spark_pod(&cluster, &store, "pi-exec-1", "s2", Some(1), &executor).await;
+    wait_for("the copies to finish", || {
+        let done = store
+            .index(JOBS, "pi")
+            .is_some_and(|i| i.executions.iter().flat_map(|e| &e.containers).all(|c| !c.running));
+        async move { done.then_some(()) }
+    })
+    .await;
+
+    let base = |extra: &[&str]| -> Vec<String> {
+        let mut args: Vec<String> = [
+            "logs",
+            "pi",
+            "--kubeconfig",
+            reader.to_str().unwrap(),
+            "--agent-port",
+            &served.address.port().to_string(),
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        args
+    };
+    let text = |lines: &[String]| lines.iter().map(|l| format!("{l}\n")).collect::<String>();
+
+    // The current execution's driver, the namespace from the kubeconfig's context.
+    let shown = command(base(&[])).await;
+    assert!(shown.status.success(), "{}", String::from_utf8_lossy(&shown.stderr));
+    assert_eq!(String::from_utf8_lossy(&shown.stdout), text(&current));
+    let warned = String::from_utf8_lossy(&shown.stderr);
+    assert!(warned.contains("warning") && warned.contains("agent-a0"), "{warned}");
+    // The first execution, and the current one's executor 1.
+    let shown = command(base(&["-n", JOBS, "--attempt", "1"])).await;
+    assert_eq!(String::from_utf8_lossy(&shown.stdout), text(&first));
+    let shown = command(base(&["--executor", "1", "--follow"])).await;
+    assert_eq!(String::from_utf8_lossy(&shown.stdout), text(&executor));
+
+    // Nothing to show: exit 1, saying why.
+    let missing = command(base(&["--executor", "7"])).await;
+    assert_eq!(missing.status.code(), Some(1));
+    let why = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        why.contains("no log of executor 7") && why.contains("executors held: 1"),
+        "{why}"
+    );
+    let mut args = base(&[]);
+    args[1] = "nope".into();
+    let missing = command(args).await;
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("SparkApplication spark-jobs/nope not found"),
+        "{}",
+        String::from_utf8_lossy(&missing.stderr)
+    );
+    let attempt = command(base(&["--attempt", "3"])).await;
+    assert_eq!(attempt.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&attempt.stderr).contains("there is no execution 3"));
+
+    // The sim's administrator has only a client certificate: no token to prove who it is.
+    let mut args = base(&["-n", JOBS]);
+    args[3] = cluster.sim.kubeconfig_path().display().to_string();
+    let refused = command(args).await;
+    assert_eq!(refused.status.code(), Some(1));
+    let why = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        why.contains("no bearer token") && why.contains("client certificate"),
+        "{why}"
+    );
+
+    store.close();
+    drop(served);
+    cluster.sim.shutdown().await;
+}
