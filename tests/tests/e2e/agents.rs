@@ -308,3 +308,115 @@ async fn a_failed_status_write_leaves_the_report_spooled_until_it_is_recorded() 
     // `settled` waited for every agent's spool to empty: the reports retried were delivered.
     eprintln!("(retries, spooled) while writes failed: {retried:?}");
 }
+
+/// Application `i` of the runtime-faults run: its driver OOM-killed (`i % 3 == 0`), its executor 2
+/// OOM-killed (`i % 3 == 1`), or nothing wrong.
+fn faulty_yaml(i: usize) -> String {
+    let name = format!("faults-{i}");
+    match i % 3 {
+        0 => app_yaml(&name, "2s", 0, 2, "").replacen(
+            "      sim.spark-operator.dev/exit-code: \"0\"\n",
+            "      sim.spark-operator.dev/exit-code: \"0\"\n      sim.spark-operator.dev/oom-kill: \"true\"\n",
+            1,
+        ),
+        1 => app_yaml(&name, "4s", 0, 2, "").replacen(
+            "  executor:\n",
+            "  executor:\n    annotations:\n      sim.spark-operator.dev/exec-2.run-time: \"200ms\"\n      sim.spark-operator.dev/exec-2.oom-kill: \"true\"\n",
+            1,
+        ),
+        _ => app_yaml(&name, "2s", 0, 2, ""),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runtimes_that_drop_reorder_delay_and_restart_still_report_every_end_right() {
+    use spark_operator_proto::cri::v1::ContainerEventType;
+    let count = 24;
+    let cluster = Cluster::start(ClusterOptions {
+        nodes: 4,
+        pod_gc: PodGc::Instant,
+        normal_events: false,
+        ..ClusterOptions::big()
+    })
+    .await;
+    cluster.sim.faults().hide_terminations(format!("({BLIND})"));
+    let node = |n: usize| cluster.sim.nodes().node(&format!("sim-node-{n}")).unwrap();
+    // Node 1 drops every STOPPED event (the exit is only found by a relist); node 2 sends STARTED after
+    // STOPPED and sets OOMKilled a second late, without an event; node 3's runtime restarts mid-run;
+    // node 4 sends no events at all (CRI-O's default).
+    node(1)
+        .cri_faults()
+        .drop_events_of_type(ContainerEventType::ContainerStoppedEvent, None);
+    node(2).cri_faults().hold_started_until_stopped(None);
+    node(2).cri_faults().delay_oom_reason(Duration::from_secs(1));
+    node(4).cri_faults().set_pod_events(false);
+    let operator = cluster.operator(operator_flags(&cluster)).await;
+    let mut agents = Vec::new();
+    for n in 1..=4 {
+        let name = format!("sim-node-{n}");
+        agents.push(
+            cluster
+                .agent(&name, &operator, &["--relist-period=2s", "--oom-settle-delay=3s"])
+                .await,
+        );
+    }
+    for i in 0..count {
+        cluster.create_app(&faulty_yaml(i)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    node(3).cri_faults().restart_runtime(Duration::from_secs(3));
+    let apps = settled(&cluster, count, &agents).await;
+
+    let mut wrong = Vec::new();
+    for (name, app) in &apps {
+        let i: usize = name.rsplit('-').next().and_then(|i| i.parse().ok()).unwrap();
+        let status = app.status.clone().unwrap_or_default();
+        let driver = status.driver_termination.clone().unwrap_or_default();
+        let counts = status.executor_counts.clone().unwrap_or_default();
+        let oom_executor = status
+            .recent_executor_failures
+            .iter()
+            .any(|f| f.executor_id == Some(2) && f.exit_code == Some(137) && f.reason.as_deref() == Some("OOMKilled"));
+        let right = driver.observed_by == Some(TerminationObserver::Agent)
+            && counts.unknown == 0
+            && match i % 3 {
+                0 => {
+                    state(app) == S::Failed
+                        && driver.exit_code == Some(137)
+                        && driver.reason.as_deref() == Some("OOMKilled")
+                }
+                1 => state(app) == S::Completed && counts.failed == 1 && oom_executor,
+                _ => state(app) == S::Completed && counts.failed == 0,
+            };
+        if !right {
+            wrong.push(format!(
+                "{name}: {:?}, driver {:?}/{:?}/{:?}, executors {counts:?}, failures {:?}",
+                state(app),
+                driver.exit_code,
+                driver.reason,
+                driver.observed_by,
+                status
+                    .recent_executor_failures
+                    .iter()
+                    .map(|f| (f.executor_id, f.exit_code, f.reason.clone()))
+                    .collect::<Vec<_>>()
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{} of {count} wrong: {wrong:#?}", wrong.len());
+    let dropping = agents[0].metric("spark_operator_agent_cri_repairs").await;
+    let restarted = agents[2].metric("spark_operator_agent_cri_repairs").await;
+    assert!(
+        dropping > 0.0,
+        "node 1's exits were found by relists and counted as repairs"
+    );
+    assert_eq!(
+        agents[3].metric("spark_operator_agent_cri_polling").await,
+        1.0,
+        "node 4 polls"
+    );
+    eprintln!(
+        "repairs: {dropping} on the node that drops STOPPED, {restarted} on the restarted one; OOM settles on node 2: {}",
+        agents[1].metric("spark_operator_agent_cri_oom_settles").await
+    );
+}
