@@ -86,10 +86,10 @@ async fn token_of(client: &kube::Client, namespace: &str, name: &str) -> String 
 }
 
 /// The sim's kubeconfig with its user replaced by `token` (a tokenFile), context namespace `namespace`.
-fn kubeconfig_with_token(cluster: &Cluster, dir: &Path, name: &str, token: &str, namespace: &str) -> PathBuf {
+fn kubeconfig_with_token(sim: &kube_sim::Sim, dir: &Path, name: &str, token: &str, namespace: &str) -> PathBuf {
     let token_file = dir.join(format!("{name}.token"));
     std::fs::write(&token_file, token).unwrap();
-    let mut config = Kubeconfig::read_from(cluster.sim.kubeconfig_path()).unwrap();
+    let mut config = Kubeconfig::read_from(sim.kubeconfig_path()).unwrap();
     let current = config.current_context.clone().unwrap();
     let context = config.contexts.iter_mut().find(|c| c.name == current).unwrap();
     let context = context.context.as_mut().unwrap();
@@ -241,7 +241,7 @@ async fn spark_operator_logs_prints_what_the_agents_hold_to_those_who_may_read_i
         "subjects": [{ "kind": "ServiceAccount", "name": "agent", "namespace": OPERATOR }],
     }))
     .await;
-    let agent_kubeconfig = kubeconfig_with_token(&cluster, dir.path(), "agent", &agent_token, OPERATOR);
+    let agent_kubeconfig = kubeconfig_with_token(&cluster.sim, dir.path(), "agent", &agent_token, OPERATOR);
     let agent_client = kube::Client::try_from(
         kube::Config::from_custom_kubeconfig(
             Kubeconfig::read_from(&agent_kubeconfig).unwrap(),
@@ -341,7 +341,7 @@ async fn spark_operator_logs_prints_what_the_agents_hold_to_those_who_may_read_i
         )
         .await;
     }
-    let reader = kubeconfig_with_token(&cluster, dir.path(), "reader", &reader_token, JOBS);
+    let reader = kubeconfig_with_token(&cluster.sim, dir.path(), "reader", &reader_token, JOBS);
 
     // The application, its first execution (s1) and its current one (s2, with executor 1).
     let app: SparkApplication = serde_json::from_value(json!({
@@ -440,4 +440,195 @@ async fn spark_operator_logs_prints_what_the_agents_hold_to_those_who_may_read_i
     store.close();
     drop(served);
     cluster.sim.shutdown().await;
+}
+
+/// The whole path: the operator and its agents (each fed by its node's CRI events, not by the test), a
+/// driver and an executor whose pods are deleted the instant they finish, logs rotated by kubelet (at
+/// 8 KiB), kubelet's files removed by container GC: the built binary prints both logs whole, to a user
+/// with `pods/log`, and refuses one without. (The sim rotates on every write where kubelet checks every
+/// 10 s, so a log written in one burst at start could lose its oldest rotated files before any agent
+/// opens it; the size keeps them until the agent's copy has them.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_of_pods_deleted_at_once_are_whole_after_rotation_and_container_gc() {
+    use kube_sim::node::PodGc;
+    use spark_operator_e2e::ClusterOptions as Options;
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = spark_operator_e2e::Cluster::start(Options {
+        nodes: 2,
+        pod_gc: PodGc::Instant,
+        normal_events: false,
+        container_gc_delay: Duration::from_secs(1),
+        container_log_max_size: 8192,
+        ..Options::big()
+    })
+    .await;
+    let admin = cluster.client.clone();
+    let operator = cluster.operator(cluster.args(&[])).await;
+    let _agents = cluster.agents(&operator).await;
+
+    // Who may read: pods/log in `default`; both may find and reach the agents.
+    create::<Role>(
+        &admin,
+        OPERATOR,
+        json!({
+            "metadata": { "name": "agent-proxy" },
+            "rules": [
+                { "apiGroups": [""], "resources": ["pods"], "verbs": ["list"] },
+                { "apiGroups": [""], "resources": ["pods/proxy"], "verbs": ["get"] },
+            ],
+        }),
+    )
+    .await;
+    create::<Role>(
+        &admin,
+        "default",
+        json!({
+            "metadata": { "name": "app-reader" },
+            "rules": [{ "apiGroups": ["sparkoperator.k8s.io"], "resources": ["sparkapplications"], "verbs": ["get"] }],
+        }),
+    )
+    .await;
+    create::<Role>(
+        &admin,
+        "default",
+        json!({
+            "metadata": { "name": "log-reader" },
+            "rules": [{ "apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"] }],
+        }),
+    )
+    .await;
+    let mut kubeconfigs = Vec::new();
+    for (user, roles) in [
+        (
+            "reader",
+            &[
+                (OPERATOR, "agent-proxy"),
+                ("default", "app-reader"),
+                ("default", "log-reader"),
+            ][..],
+        ),
+        ("outsider", &[(OPERATOR, "agent-proxy"), ("default", "app-reader")][..]),
+    ] {
+        let token = token_of(&admin, "default", user).await;
+        for (ns, role) in roles {
+            create::<RoleBinding>(
+                &admin,
+                ns,
+                json!({
+                    "metadata": { "name": format!("{user}-{role}") },
+                    "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role },
+                    "subjects": [{ "kind": "ServiceAccount", "name": user, "namespace": "default" }],
+                }),
+            )
+            .await;
+        }
+        kubeconfigs.push(kubeconfig_with_token(&cluster.sim, dir.path(), user, &token, "default"));
+    }
+
+    // 300 driver lines and 200 executor lines (about 20 and 13 KiB): rotated files seen while they run.
+    let rotated = tokio::spawn({
+        let dirs: Vec<PathBuf> = cluster.sim.nodes().nodes().iter().map(|n| n.log_dir()).collect();
+        async move {
+            loop {
+                let rotated = dirs
+                    .iter()
+                    .flat_map(|d| walk(d))
+                    .filter(|p| p.to_string_lossy().contains("default_logs-"))
+                    .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("0.log.")))
+                    .count();
+                if rotated >= 2 {
+                    return rotated;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    });
+    let yaml = spark_operator_e2e::app_yaml("logs", "1s", 0, 1, "")
+        .replacen(
+            "      sim.spark-operator.dev/exit-code: \"0\"\n",
+            "      sim.spark-operator.dev/exit-code: \"0\"\n      sim.spark-operator.dev/log-lines: \"300\"\n",
+            1,
+        )
+        .replacen(
+            "  executor:\n",
+            "  executor:\n    annotations:\n      sim.spark-operator.dev/log-lines: \"200\"\n",
+            1,
+        );
+    cluster.create_app(&yaml).await;
+    cluster
+        .wait_app("default", "logs", Duration::from_secs(120), |a| {
+            a.status
+                .as_ref()
+                .is_some_and(|s| s.uncounted_executor_terminations.is_empty())
+                && a.state() == spark_operator_api::ApplicationStateType::Completed
+        })
+        .await;
+    let rotated = tokio::time::timeout(Duration::from_secs(1), rotated)
+        .await
+        .expect("kubelet rotated the driver's and the executor's logs")
+        .unwrap();
+    assert!(rotated >= 2);
+    // The pods went at once; kubelet's own files go with its container GC.
+    wait_for("kubelet's log files of the application to be removed", || {
+        let dirs: Vec<PathBuf> = cluster.sim.nodes().nodes().iter().map(|n| n.log_dir()).collect();
+        async move {
+            let left = dirs
+                .iter()
+                .filter_map(|d| std::fs::read_dir(d).ok())
+                .flatten()
+                .flatten()
+                .any(|e| e.file_name().to_string_lossy().starts_with("default_logs-"));
+            (!left).then_some(())
+        }
+    })
+    .await;
+
+    let logs = |kubeconfig: &Path, extra: &[&str]| {
+        let mut args: Vec<String> = ["logs", "logs", "--kubeconfig", kubeconfig.to_str().unwrap()]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        command(args)
+    };
+    let in_order = |text: &str, n: usize| {
+        let generated: Vec<&str> = text.lines().filter(|l| l.starts_with("log line ")).collect();
+        generated == lines("log line", n).iter().map(String::as_str).collect::<Vec<_>>()
+    };
+    let driver = logs(&kubeconfigs[0], &[]).await;
+    let text = String::from_utf8_lossy(&driver.stdout);
+    assert!(driver.status.success(), "{}", String::from_utf8_lossy(&driver.stderr));
+    assert!(in_order(&text, 300), "the driver's 300 lines, in order, once: {text}");
+    assert!(
+        text.contains("Successfully stopped SparkContext"),
+        "to its last line: {text}"
+    );
+    let executor = logs(&kubeconfigs[0], &["--executor", "1"]).await;
+    let text = String::from_utf8_lossy(&executor.stdout);
+    assert!(
+        executor.status.success(),
+        "{}",
+        String::from_utf8_lossy(&executor.stderr)
+    );
+    assert!(in_order(&text, 200), "the executor's 200 lines, in order, once: {text}");
+
+    let refused = logs(&kubeconfigs[1], &[]).await;
+    assert!(!refused.status.success());
+    assert!(refused.stdout.is_empty());
+    let why = String::from_utf8_lossy(&refused.stderr);
+    assert!(why.contains("pods/log") || why.contains("forbidden"), "{why}");
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
 }

@@ -4,7 +4,10 @@
 //!
 //! This crate is only linked with the `dev` feature of the binary (on by default, off in the image).
 
+pub mod agents;
+
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams};
@@ -59,6 +62,10 @@ pub struct ClusterOptions {
     /// Namespaces Spark jobs run in: each gets the Spark ServiceAccount, Role and RoleBinding the
     /// Kubeflow chart creates there (`spark-operator-spark`), so drivers may create executors.
     pub job_namespaces: Vec<String>,
+    /// How long a deleted pod's exited containers and log files stay on the node (kubelet's container GC).
+    pub container_gc_delay: Duration,
+    /// Size at which kubelet rotates a container's log (`containerLogMaxSize`).
+    pub container_log_max_size: u64,
 }
 
 impl Default for ClusterOptions {
@@ -76,6 +83,8 @@ impl Default for ClusterOptions {
             local_images: Vec::new(),
             authorization: AuthorizationMode::Rbac,
             job_namespaces: vec!["default".into()],
+            container_gc_delay: KubeletConfig::default().container_gc_delay,
+            container_log_max_size: KubeletConfig::default().container_log_max_size,
         }
     }
 }
@@ -113,6 +122,8 @@ impl Cluster {
             normal_events: options.normal_events,
             kubelet: KubeletConfig {
                 local_images: options.local_images.clone(),
+                container_gc_delay: options.container_gc_delay,
+                container_log_max_size: options.container_log_max_size,
                 ..KubeletConfig::default()
             },
             ..NodesConfig::default()

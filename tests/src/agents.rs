@@ -4,25 +4,23 @@
 //! a directory that outlives it (so a killed agent restarts from its spool), and reaching the receiver over
 //! TLS with a ServiceAccount token, as in a cluster.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
-use kube::api::{Api, PostParams};
 use spark_operator_agent::AgentArgs;
 use spark_operator_controller::ReceiverArgs;
+use spark_operator_dev::agents::{
+    AGENT_LOG_PORT, AGENT_SERVICE_ACCOUNT, OPERATOR_NAMESPACE, create_agent_identity, publish_agent_pod,
+    write_agent_token, write_ca_bundle,
+};
 use spark_operator_runtime::RuntimeArgs;
 use spark_operator_webhook::certs::{CaConfigMap, CertConfig, CertManager, Managed, Subject, resolver};
 
-use crate::{Cluster, Controller, ControllerFlags, Poll, free_port, poll};
+use crate::{Cluster, Controller, ControllerFlags, free_port};
 
-/// The operator's namespace in these tests (the chart's default).
-pub const OPERATOR_NAMESPACE: &str = "spark-operator";
-/// The agents' ServiceAccount (the receiver's default `--agent-service-account`).
-pub const AGENT_SERVICE_ACCOUNT: &str = "spark-operator-agent";
 const CA_CONFIG_MAP: &str = "spark-operator-ca";
+const SETUP: Duration = Duration::from_secs(60);
 
 /// The controller with the report receiver, as `spark-operator operator` composes them (without the
 /// webhook): the receiver's certificate comes from a CA in the operator's namespace, published in the
@@ -91,7 +89,9 @@ impl Cluster {
     /// Starts the controller (with `flags`) and the report receiver in one component. The controller's
     /// `--identity` names it in the User-Agent of both, so a sim fault can single them out.
     pub async fn operator(&self, flags: ControllerFlags) -> Operator {
-        self.agent_identity().await;
+        create_agent_identity(&self.client)
+            .await
+            .expect("the operator's namespace and the agents' ServiceAccount");
         let reports_port = free_port();
         let receiver = ReceiverFlags::try_parse_from([
             "operator".to_owned(),
@@ -139,69 +139,22 @@ impl Cluster {
         Operator { reports_port, inner }
     }
 
-    /// The operator's namespace and the agents' ServiceAccount, once.
-    async fn agent_identity(&self) {
-        let namespaces: Api<Namespace> = Api::all(self.client.clone());
-        let namespace: Namespace =
-            serde_json::from_value(serde_json::json!({"metadata": {"name": OPERATOR_NAMESPACE}})).unwrap();
-        let _ = namespaces.create(&PostParams::default(), &namespace).await;
-        let accounts: Api<ServiceAccount> = Api::namespaced(self.client.clone(), OPERATOR_NAMESPACE);
-        let account: ServiceAccount =
-            serde_json::from_value(serde_json::json!({"metadata": {"name": AGENT_SERVICE_ACCOUNT}})).unwrap();
-        let _ = accounts.create(&PostParams::default(), &account).await;
-    }
-
-    /// A token of the agents' ServiceAccount for the receiver's audience, as the DaemonSet's projected
-    /// volume holds it, written to `path`.
-    async fn write_agent_token(&self, path: &Path) {
-        let accounts: Api<ServiceAccount> = Api::namespaced(self.client.clone(), OPERATOR_NAMESPACE);
-        let request = TokenRequest {
-            spec: TokenRequestSpec {
-                audiences: vec!["spark-operator".into()],
-                expiration_seconds: Some(24 * 3600),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        let token = accounts
-            .create_token_request(AGENT_SERVICE_ACCOUNT, &PostParams::default(), &request)
-            .await
-            .expect("a token for the agent")
-            .status
-            .expect("a token in the answer")
-            .token;
-        std::fs::write(path, token).expect("writing the agent's token");
-    }
-
-    /// The CA bundle the operator published, written to `path` (the agents' mounted ConfigMap).
-    async fn write_ca_bundle(&self, path: &Path) {
-        let maps: Api<ConfigMap> = Api::namespaced(self.client.clone(), OPERATOR_NAMESPACE);
-        let bundle = poll(Duration::from_secs(60), || async {
-            match maps
-                .get_opt(CA_CONFIG_MAP)
-                .await
-                .ok()
-                .flatten()
-                .and_then(|m| m.data)
-                .and_then(|mut d| d.remove("ca.crt"))
-            {
-                Some(bundle) if !bundle.is_empty() => Poll::Done(bundle),
-                _ => Poll::Pending(()),
-            }
-        })
-        .await
-        .expect("the operator publishes its CA");
-        std::fs::write(path, bundle).expect("writing the CA bundle");
-    }
-
     /// Starts the agent of `node` (a name from `sim.nodes()`), reporting to `operator`'s receiver. Its
     /// spool and log store are kept per node, so an agent started again on the same node resumes them.
     pub async fn agent(&self, node: &str, operator: &Operator, extra: &[&str]) -> Agent {
         let dir = self.agents_dir().join(node);
         std::fs::create_dir_all(&dir).expect("the agent's directory");
         let (ca, token) = (dir.join("ca.crt"), dir.join("token"));
-        self.write_ca_bundle(&ca).await;
-        self.write_agent_token(&token).await;
+        write_ca_bundle(&self.client, OPERATOR_NAMESPACE, CA_CONFIG_MAP, &ca, SETUP)
+            .await
+            .expect("the operator publishes its CA");
+        write_agent_token(&self.client, &token)
+            .await
+            .expect("a token for the agent");
+        // Its log server on the address of the pod standing for it on its node, as a DaemonSet pod's.
+        let address = publish_agent_pod(&self.client, node, SETUP)
+            .await
+            .expect("the agent's pod on its node");
         let handle = self.sim.nodes().node(node).expect("a node of the sim");
         let metrics_port = free_port();
         let mut argv = vec![
@@ -215,7 +168,7 @@ impl Cluster {
             format!("--ca-bundle={}", ca.display()),
             format!("--token-file={}", token.display()),
             format!("--log-store-dir={}", dir.join("logs").display()),
-            format!("--log-address=127.0.0.1:{}", free_port()),
+            format!("--log-address={}", std::net::SocketAddr::new(address, AGENT_LOG_PORT)),
         ];
         argv.extend(extra.iter().map(|a| (*a).to_owned()));
         let flags = AgentFlags::try_parse_from(argv).expect("valid agent flags");
