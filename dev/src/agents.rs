@@ -202,3 +202,43 @@ pub async fn publish_agent_pod(client: &kube::Client, node: &str, wait: Duration
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// Where one node's agent finds what it needs, and where it reports.
+#[derive(Clone, Debug)]
+pub struct AgentSetup<'a> {
+    /// The node, as the sim knows it.
+    pub node: &'a kube_sim::node::NodeHandle,
+    /// The agent's own directory (spool, log store, token, CA bundle); kept across restarts.
+    pub dir: &'a Path,
+    /// The report receiver's URL (`https://...`).
+    pub report_address: &'a str,
+    /// The ConfigMap the operator publishes its CA bundle in: namespace and name.
+    pub ca_config_map: (&'a str, &'a str),
+}
+
+/// Prepares one node's agent as the chart's DaemonSet would (token, CA bundle, its pod) and returns the
+/// `spark-operator agent` flags for it (without the runtime's).
+pub async fn prepare_agent(client: &kube::Client, setup: AgentSetup<'_>) -> Result<Vec<String>, AgentSetupError> {
+    const WAIT: Duration = Duration::from_secs(60);
+    let dir = setup.dir;
+    std::fs::create_dir_all(dir).map_err(|source| AgentSetupError::Write {
+        path: dir.to_owned(),
+        source,
+    })?;
+    let (ca, token) = (dir.join("ca.crt"), dir.join("token"));
+    let (namespace, name) = setup.ca_config_map;
+    write_ca_bundle(client, namespace, name, &ca, WAIT).await?;
+    write_agent_token(client, &token).await?;
+    // Its log server on the address of the pod standing for it on its node, as a DaemonSet pod's.
+    let address = publish_agent_pod(client, setup.node.name(), WAIT).await?;
+    Ok(vec![
+        format!("--node-name={}", setup.node.name()),
+        format!("--cri-socket={}", setup.node.cri_socket().display()),
+        format!("--spool-dir={}", dir.join("spool").display()),
+        format!("--report-address={}", setup.report_address),
+        format!("--ca-bundle={}", ca.display()),
+        format!("--token-file={}", token.display()),
+        format!("--log-store-dir={}", dir.join("logs").display()),
+        format!("--log-address={}", std::net::SocketAddr::new(address, AGENT_LOG_PORT)),
+    ])
+}

@@ -11,9 +11,12 @@ use clap::Parser;
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use kube::api::{Api, Patch, PatchParams};
 use kube_sim::node::{LocalImage, PodGc};
-use spark_operator_controller::ControllerArgs;
+use spark_operator_agent::AgentArgs;
+use spark_operator_controller::{ControllerArgs, ReceiverArgs};
+use spark_operator_dev::agents::{AgentSetup, OPERATOR_NAMESPACE, create_agent_identity, prepare_agent};
 use spark_operator_dev::{Cluster, ClusterOptions};
 use spark_operator_runtime::args::{Listen, parse_listen};
+use spark_operator_runtime::error_chain::ErrorChain;
 use spark_operator_runtime::{Runtime, RuntimeSettings, logging, shutdown::Shutdown, tokio_runtime};
 use spark_operator_webhook::WebhookArgs;
 use spark_operator_webhook::configuration::{
@@ -78,6 +81,76 @@ fn free_port() -> std::io::Result<u16> {
         .map(|a| a.port())
 }
 
+/// The report receiver's flags for the dev cluster: its defaults, on `127.0.0.1:<port>`.
+fn receiver_args(port: u16) -> anyhow::Result<ReceiverArgs> {
+    #[derive(Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: ReceiverArgs,
+    }
+    let argv = ["operator".to_owned(), format!("--reports-address=127.0.0.1:{port}")];
+    Ok(Wrapper::try_parse_from(argv)
+        .context("the report receiver's settings")?
+        .args)
+}
+
+/// Runs `spark-operator agent` for every node, as the chart's DaemonSet does, until `shutdown`.
+async fn run_agents(
+    config: kube::Config,
+    client: kube::Client,
+    nodes: Vec<kube_sim::node::NodeHandle>,
+    dir: PathBuf,
+    report_address: String,
+    ca_config_map: String,
+    shutdown: Shutdown,
+) {
+    #[derive(Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        args: AgentArgs,
+    }
+    let mut running = tokio::task::JoinSet::new();
+    for node in nodes {
+        let setup = AgentSetup {
+            node: &node,
+            dir: &dir.join(node.name()),
+            report_address: &report_address,
+            ca_config_map: (OPERATOR_NAMESPACE, &ca_config_map),
+        };
+        let flags = match prepare_agent(&client, setup).await {
+            Ok(flags) => flags,
+            Err(error) => {
+                tracing::error!(node = node.name(), error = %ErrorChain(&error), "cannot start the node's agent");
+                continue;
+            }
+        };
+        let args = match Wrapper::try_parse_from(std::iter::once("agent".to_owned()).chain(flags)) {
+            Ok(wrapper) => wrapper.args,
+            Err(error) => {
+                tracing::error!(node = node.name(), %error, "the agent's flags");
+                continue;
+            }
+        };
+        let settings = RuntimeSettings {
+            identity: format!("spark-operator-agent-{}", node.name()),
+            election: None,
+            metrics: Listen::Off,
+        };
+        let (config, shutdown) = (config.clone(), shutdown.clone());
+        running.spawn(async move {
+            let runtime = match Runtime::start(config, settings, shutdown).await {
+                Ok(runtime) => runtime,
+                Err(error) => return tracing::error!(error = %ErrorChain(&error), "an agent's runtime"),
+            };
+            if let Err(error) = spark_operator_agent::run(args, &runtime).await {
+                tracing::error!(error = %ErrorChain(&error), "an agent stopped");
+            }
+            runtime.stop().await;
+        });
+    }
+    while running.join_next().await.is_some() {}
+}
+
 /// Registers the webhook configurations, as the chart does in a cluster.
 async fn register_webhook(client: &kube::Client, port: u16) -> anyhow::Result<()> {
     let input = ConfigurationInput {
@@ -131,7 +204,7 @@ pub async fn dev(args: DevArgs, out: &mut impl Write) -> anyhow::Result<()> {
         metrics: args.metrics_address,
     };
     let config = spark_operator_runtime::client::config_from(Some(cluster.sim.kubeconfig_path())).await?;
-    let runtime = Runtime::start(config, settings, Shutdown::on_signals()).await?;
+    let runtime = Runtime::start(config.clone(), settings, Shutdown::on_signals()).await?;
     writeln!(
         out,
         "A simulated cluster with {nodes} nodes and the Spark operator is running at {url}.\n\
@@ -144,6 +217,8 @@ pub async fn dev(args: DevArgs, out: &mut impl Write) -> anyhow::Result<()> {
          \x20 kubectl describe sparkapp spark-pi\n\
          \x20 kubectl get pods\n\
          \x20 kubectl logs spark-pi-driver\n\
+         \x20 kubectl config use-context kube-sim-token   # spark-operator logs needs a user with a token\n\
+         \x20 spark-operator logs spark-pi                # kept by the node agents, after the pods are gone\n\
          {metrics}\
          \n\
          Ctrl-C stops everything.",
@@ -163,13 +238,35 @@ pub async fn dev(args: DevArgs, out: &mut impl Write) -> anyhow::Result<()> {
     let webhook_port = free_port().context("a port for the webhook")?;
     let mut webhook = WebhookArgs::listening_on(SocketAddr::from(([127, 0, 0, 1], webhook_port)));
     webhook.webhook_ip_addresses = vec![IpAddr::from([127, 0, 0, 1])];
+    webhook.webhook_namespace = OPERATOR_NAMESPACE.to_owned();
     register_webhook(&cluster.client, webhook_port).await?;
+    // The agents' report receiver, on a loopback port, with the webhook's certificate (valid for
+    // 127.0.0.1) from the CA the agents find in the `spark-operator-ca` ConfigMap.
+    create_agent_identity(&cluster.client).await?;
+    let reports_port = free_port().context("a port for the report receiver")?;
+    let reports = receiver_args(reports_port)?;
+    let ca_config_map = webhook.webhook_ca_config_map.clone();
+    let controller = controller_args(&cluster.spark_master_url())?;
+    let mut receiver = reports;
+    receiver.status_byte_budget = controller.status_byte_budget;
     let components = Components {
-        controller: Some(controller_args(&cluster.spark_master_url())?),
+        controller: Some(controller),
         webhook: Some(webhook),
-        reports: None,
+        reports: Some(receiver),
     };
+    // One agent per node, started once the operator published its CA; each its own runtime, as its own
+    // process would be, stopping with the operator.
+    let agents = tokio::spawn(run_agents(
+        config,
+        cluster.client.clone(),
+        cluster.sim.nodes().nodes(),
+        args.data_dir.join("agents"),
+        format!("https://127.0.0.1:{reports_port}"),
+        ca_config_map,
+        runtime.shutdown().clone(),
+    ));
     let result = serve(components, runtime).await;
+    agents.abort();
     cluster.sim.shutdown().await;
     result.context("the operator stopped")?;
     Ok(())

@@ -5,14 +5,12 @@
 //! TLS with a ServiceAccount token, as in a cluster.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use clap::Parser;
 use spark_operator_agent::AgentArgs;
 use spark_operator_controller::ReceiverArgs;
 use spark_operator_dev::agents::{
-    AGENT_LOG_PORT, AGENT_SERVICE_ACCOUNT, OPERATOR_NAMESPACE, create_agent_identity, publish_agent_pod,
-    write_agent_token, write_ca_bundle,
+    AGENT_SERVICE_ACCOUNT, AgentSetup, OPERATOR_NAMESPACE, create_agent_identity, prepare_agent,
 };
 use spark_operator_runtime::RuntimeArgs;
 use spark_operator_webhook::certs::{CaConfigMap, CertConfig, CertManager, Managed, Subject, resolver};
@@ -20,7 +18,6 @@ use spark_operator_webhook::certs::{CaConfigMap, CertConfig, CertManager, Manage
 use crate::{Cluster, Controller, ControllerFlags, free_port};
 
 const CA_CONFIG_MAP: &str = "spark-operator-ca";
-const SETUP: Duration = Duration::from_secs(60);
 
 /// The controller with the report receiver, as `spark-operator operator` composes them (without the
 /// webhook): the receiver's certificate comes from a CA in the operator's namespace, published in the
@@ -143,33 +140,26 @@ impl Cluster {
     /// spool and log store are kept per node, so an agent started again on the same node resumes them.
     pub async fn agent(&self, node: &str, operator: &Operator, extra: &[&str]) -> Agent {
         let dir = self.agents_dir().join(node);
-        std::fs::create_dir_all(&dir).expect("the agent's directory");
-        let (ca, token) = (dir.join("ca.crt"), dir.join("token"));
-        write_ca_bundle(&self.client, OPERATOR_NAMESPACE, CA_CONFIG_MAP, &ca, SETUP)
-            .await
-            .expect("the operator publishes its CA");
-        write_agent_token(&self.client, &token)
-            .await
-            .expect("a token for the agent");
-        // Its log server on the address of the pod standing for it on its node, as a DaemonSet pod's.
-        let address = publish_agent_pod(&self.client, node, SETUP)
-            .await
-            .expect("the agent's pod on its node");
         let handle = self.sim.nodes().node(node).expect("a node of the sim");
+        let report_address = format!("https://127.0.0.1:{}", operator.reports_port);
+        let flags = prepare_agent(
+            &self.client,
+            AgentSetup {
+                node: &handle,
+                dir: &dir,
+                report_address: &report_address,
+                ca_config_map: (OPERATOR_NAMESPACE, CA_CONFIG_MAP),
+            },
+        )
+        .await
+        .expect("the agent's token, CA bundle and pod");
         let metrics_port = free_port();
         let mut argv = vec![
             "agent".to_owned(),
             format!("--metrics-address=127.0.0.1:{metrics_port}"),
             format!("--identity=agent-{node}"),
-            format!("--node-name={node}"),
-            format!("--cri-socket={}", handle.cri_socket().display()),
-            format!("--spool-dir={}", dir.join("spool").display()),
-            format!("--report-address=https://127.0.0.1:{}", operator.reports_port),
-            format!("--ca-bundle={}", ca.display()),
-            format!("--token-file={}", token.display()),
-            format!("--log-store-dir={}", dir.join("logs").display()),
-            format!("--log-address={}", std::net::SocketAddr::new(address, AGENT_LOG_PORT)),
         ];
+        argv.extend(flags);
         argv.extend(extra.iter().map(|a| (*a).to_owned()));
         let flags = AgentFlags::try_parse_from(argv).expect("valid agent flags");
         let mut settings = flags.runtime.settings();
