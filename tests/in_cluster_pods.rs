@@ -116,6 +116,8 @@ fn replica_pod(name: &str, config_map: &str) -> Pod {
                     "operator",
                     "--metrics-address=$(POD_IP):8080",
                     "--webhook-address=$(POD_IP):9443",
+                    // Pods share the host's network in the sim: every server binds its pod's address.
+                    "--reports-address=$(POD_IP):9444",
                     "--webhook-cert-file=/etc/webhook/tls.crt",
                     "--webhook-key-file=/etc/webhook/tls.key",
                     "--leader-election-namespace=default",
@@ -355,6 +357,9 @@ fn operator_deployment(revision: &str) -> serde_json::Value {
                             "operator",
                             "--metrics-address=$(POD_IP):8080",
                             "--webhook-address=$(POD_IP):9443",
+                            // No agents here, and a report receiver needs the operator's CA (a Secret
+                            // this Kubeflow-like role cannot watch).
+                            "--reports-address=off",
                             "--webhook-plain-http=true",
                             "--leader-election-namespace=default",
                         ],
