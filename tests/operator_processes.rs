@@ -65,6 +65,8 @@ impl Operator {
                 format!("--webhook-address=127.0.0.1:{webhook}"),
                 // The test posts reviews itself, over plain HTTP.
                 "--webhook-plain-http=true".to_owned(),
+                // Two processes on one host: each its own port.
+                format!("--reports-address=127.0.0.1:{}", free_port()),
                 format!("--spark-master-url={master}"),
             ])
             .env("RUST_LOG", "info")
