@@ -420,3 +420,51 @@ async fn runtimes_that_drop_reorder_delay_and_restart_still_report_every_end_rig
         agents[1].metric("spark_operator_agent_cri_oom_settles").await
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_records_the_reports_it_receives() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let count = 10;
+    let cluster = blind_cluster().await;
+    // Both replicas are blind: only the agents' reports, which reach the standby alone, can end a run.
+    cluster.sim.faults().hide_terminations("(blind-");
+    let elected = |identity: &str| {
+        cluster.args(&[
+            "--leader-election=true",
+            "--leader-election-lease-duration=3",
+            "--leader-election-retry-period=1",
+            &format!("--identity={identity}"),
+        ])
+    };
+    let _leader = cluster.operator(elected("blind-leader")).await;
+    let leases: kube::Api<Lease> = kube::Api::namespaced(cluster.client.clone(), "default");
+    poll(LIMIT, || async {
+        let holder = leases
+            .get_opt("spark-operator-controller-lock")
+            .await
+            .ok()
+            .flatten()
+            .and_then(|l| l.spec?.holder_identity);
+        if holder.as_deref() == Some("blind-leader") {
+            Poll::Done(())
+        } else {
+            Poll::Pending(holder)
+        }
+    })
+    .await
+    .unwrap_or_else(|holder| panic!("the first replica did not lead (holder {holder:?})"));
+    let standby = cluster.operator(elected("blind-standby")).await;
+    let agents = cluster.agents(&standby).await;
+    for i in 0..count {
+        cluster.create_app(&yaml(&format!("standby-{i}"), i, "1s")).await;
+    }
+    let apps = settled(&cluster, count, &agents).await;
+    let wrong = report(&apps, None);
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    let holder = leases
+        .get_opt("spark-operator-controller-lock")
+        .await
+        .unwrap()
+        .and_then(|l| l.spec?.holder_identity);
+    assert_eq!(holder.as_deref(), Some("blind-leader"), "the standby stayed a standby");
+}
