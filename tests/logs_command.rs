@@ -7,17 +7,20 @@
 // Test code: a panic is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "support/kube_access.rs"]
+mod kube_access;
+use kube_access::*;
+
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig};
-use serde_json::{Value, json};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use serde_json::json;
 use spark_operator_agent::identity::SparkContainer;
 use spark_operator_agent::logs::{self, LogArgs, LogSource, LogStore};
 use spark_operator_api::SparkApplication;
@@ -27,104 +30,6 @@ use spark_operator_runtime::shutdown::Shutdown;
 
 const JOBS: &str = "spark-jobs";
 const OPERATOR: &str = "spark-operator";
-
-async fn wait_for<T, F: std::future::Future<Output = Option<T>>>(what: &str, mut check: impl FnMut() -> F) -> T {
-    for _ in 0..600 {
-        if let Some(value) = check().await {
-            return value;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("timed out waiting for {what}");
-}
-
-async fn create<K>(client: &kube::Client, namespace: &str, object: Value) -> K
-where
-    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + serde::Serialize
-        + std::fmt::Debug,
-{
-    let object: K = serde_json::from_value(object).unwrap();
-    Api::<K>::namespaced(client.clone(), namespace)
-        .create(&PostParams::default(), &object)
-        .await
-        .unwrap()
-}
-
-async fn create_cluster_wide<K>(client: &kube::Client, object: Value) -> K
-where
-    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::ClusterResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + serde::Serialize
-        + std::fmt::Debug,
-{
-    let object: K = serde_json::from_value(object).unwrap();
-    Api::<K>::all(client.clone())
-        .create(&PostParams::default(), &object)
-        .await
-        .unwrap()
-}
-
-async fn token_of(client: &kube::Client, namespace: &str, name: &str) -> String {
-    create::<ServiceAccount>(client, namespace, json!({ "metadata": { "name": name } })).await;
-    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
-    let request = TokenRequest {
-        spec: TokenRequestSpec {
-            expiration_seconds: Some(3600),
-            ..TokenRequestSpec::default()
-        },
-        ..TokenRequest::default()
-    };
-    let issued = accounts
-        .create_token_request(name, &PostParams::default(), &request)
-        .await
-        .unwrap();
-    issued.status.unwrap().token
-}
-
-/// The sim's kubeconfig with its user replaced by `token` (a tokenFile), context namespace `namespace`.
-fn kubeconfig_with_token(sim: &kube_sim::Sim, dir: &Path, name: &str, token: &str, namespace: &str) -> PathBuf {
-    let token_file = dir.join(format!("{name}.token"));
-    std::fs::write(&token_file, token).unwrap();
-    let mut config = Kubeconfig::read_from(sim.kubeconfig_path()).unwrap();
-    let current = config.current_context.clone().unwrap();
-    let context = config.contexts.iter_mut().find(|c| c.name == current).unwrap();
-    let context = context.context.as_mut().unwrap();
-    context.namespace = Some(namespace.to_owned());
-    let user = context.user.clone().unwrap();
-    let auth = config.auth_infos.iter_mut().find(|a| a.name == user).unwrap();
-    auth.auth_info = Some(AuthInfo {
-        token_file: Some(token_file.display().to_string()),
-        ..AuthInfo::default()
-    });
-    let path = dir.join(format!("{name}.kubeconfig"));
-    std::fs::write(&path, serde_json::to_vec(&config).unwrap()).unwrap();
-    path
-}
-
-async fn running_pod(client: &kube::Client, namespace: &str, name: &str) -> Pod {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    wait_for(&format!("pod {name} running"), || {
-        let pods = pods.clone();
-        async move {
-            let pod = pods.get(name).await.ok()?;
-            let status = pod.status.as_ref()?;
-            let running = status
-                .container_statuses
-                .as_ref()?
-                .first()?
-                .state
-                .as_ref()?
-                .running
-                .is_some();
-            (running && status.pod_ip.is_some()).then_some(pod)
-        }
-    })
-    .await
-}
 
 /// A scripted Spark pod of application `pi` writing `lines` lines, fed to the store.
 async fn spark_pod(
@@ -223,18 +128,12 @@ async fn spark_operator_logs_prints_what_the_agents_hold_to_those_who_may_read_i
     .unwrap();
     let admin = cluster.client.clone();
     for ns in [JOBS, OPERATOR] {
-        create_cluster_wide::<Namespace>(&admin, json!({ "metadata": { "name": ns } })).await;
-        let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), ns);
-        wait_for("the default ServiceAccount", || {
-            let accounts = accounts.clone();
-            async move { accounts.get_opt("default").await.ok().flatten() }
-        })
-        .await;
+        namespace(&admin, ns).await;
     }
     let node = cluster.sim.nodes().nodes().into_iter().next().unwrap();
 
     // The agent: auth-delegator rights, its pod's IP for the server.
-    let agent_token = token_of(&admin, OPERATOR, "agent").await;
+    let agent_token = account(&admin, OPERATOR, "agent").await;
     create_cluster_wide::<ClusterRoleBinding>(&admin, json!({
         "metadata": { "name": "agent-auth-delegator" },
         "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:auth-delegator" },
@@ -328,7 +227,7 @@ async fn spark_operator_logs_prints_what_the_agents_hold_to_those_who_may_read_i
         }),
     )
     .await;
-    let reader_token = token_of(&admin, JOBS, "reader").await;
+    let reader_token = account(&admin, JOBS, "reader").await;
     for (ns, role) in [(OPERATOR, "agent-proxy"), (JOBS, "log-reader")] {
         create::<RoleBinding>(
             &admin,
@@ -509,7 +408,7 @@ async fn logs_of_pods_deleted_at_once_are_whole_after_rotation_and_container_gc(
         ),
         ("outsider", &[(OPERATOR, "agent-proxy"), ("default", "app-reader")][..]),
     ] {
-        let token = token_of(&admin, "default", user).await;
+        let token = account(&admin, "default", user).await;
         for (ns, role) in roles {
             create::<RoleBinding>(
                 &admin,
