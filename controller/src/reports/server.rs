@@ -4,7 +4,9 @@
 //!
 //! One report: validate ([`apply::validate`]) → GET the application → [`apply::apply`] → write the status
 //! as a JSON merge patch carrying the `resourceVersion` read (a 409 re-reads and re-applies, a few
-//! times) → only then answer OK. Nothing is acknowledged before the write that records it: an agent
+//! times) → only then answer OK. Reports of one application that arrive while its status is being
+//! written wait and go out together in the next write (a group commit), so the write rate stays far
+//! below the report rate. Nothing is acknowledged before the write that records it: an agent
 //! deletes a report from its spool on OK, so an early OK followed by a failed write would lose it.
 //!
 //! TLS is terminated here with the acceptor the caller gives (the operator's serving certificate), and
@@ -46,8 +48,8 @@ use crate::pod::SparkPod;
 
 /// Status writes tried per report when the application keeps changing under it (then RETRY).
 const WRITE_ATTEMPTS: usize = 5;
-/// Reports of one stream worked on at once (reports of one application still go one at a time).
-const IN_FLIGHT_PER_STREAM: usize = 16;
+/// Reports of one stream worked on at once (reports of one application wait for one write together).
+const IN_FLIGHT_PER_STREAM: usize = 64;
 /// Agent connections at once (one per node and replica is the normal case).
 const MAX_CONNECTIONS: usize = 4096;
 /// A TLS handshake that takes longer than this is dropped, so it holds no connection slot.
@@ -151,7 +153,7 @@ pub async fn start(args: ReceiverArgs, tls: TlsAcceptor, runtime: &Runtime) -> R
         ),
         budget: args.status_byte_budget,
         metrics,
-        locks: Mutex::new(HashMap::new()),
+        queues: Mutex::new(HashMap::new()),
     }));
     let shutdown = runtime.shutdown().clone();
     tracing::info!(
@@ -297,15 +299,21 @@ struct Inner {
     auth: Authenticator,
     budget: usize,
     metrics: Arc<ReportMetrics>,
-    /// One lock per application, so this replica applies its reports one at a time instead of making
-    /// them conflict with each other (other replicas and the leader still can: writes are conditional).
-    locks: Mutex<HashMap<(String, String), Weak<AppLock>>>,
+    /// One queue per application: this replica writes an application's status one write at a time, each
+    /// write recording every report that waited for it (a group commit), instead of one write per report
+    /// conflicting with the next (other replicas and the leader still can: writes are conditional).
+    queues: Mutex<HashMap<(String, String), Weak<AppQueue>>>,
 }
 
-/// The turn of one application (see `Inner::locks`).
-type AppLock = tokio::sync::Mutex<()>;
+/// The reports waiting for one application's next status write, and the turn to write it.
+#[derive(Default)]
+struct AppQueue {
+    waiting: Mutex<Vec<(Report, tokio::sync::oneshot::Sender<Outcome>)>>,
+    writer: tokio::sync::Mutex<()>,
+}
 
 /// How recording one report went.
+#[derive(Clone)]
 enum Outcome {
     Recorded,
     Already(String),
@@ -401,77 +409,137 @@ impl Inner {
         }
     }
 
-    /// Records a report in its application's status; the outcome is known only after the write.
+    /// Records a report in its application's status; the outcome is known only after the write. The
+    /// report waits in its application's queue; whoever takes the turn to write takes every report
+    /// waiting, so at a high rate of ends one write records many.
     async fn record(&self, report: &Report) -> Outcome {
-        let _turn = self.turn(&report.namespace, &report.app).await;
-        let api: Api<SparkApplication> = Api::namespaced(self.client.clone(), &report.namespace);
-        let name = format!("{}/{}", report.namespace, report.app);
+        let queue = self.queue(&report.namespace, &report.app);
+        let (sender, outcome) = tokio::sync::oneshot::channel();
+        queue
+            .waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((report.clone(), sender));
+        {
+            let _turn = queue.writer.lock().await;
+            let batch = std::mem::take(&mut *queue.waiting.lock().unwrap_or_else(PoisonError::into_inner));
+            if !batch.is_empty() {
+                let (reports, senders): (Vec<Report>, Vec<_>) = batch.into_iter().unzip();
+                for (sender, outcome) in senders.into_iter().zip(self.record_all(&reports).await) {
+                    let _ = sender.send(outcome);
+                }
+            }
+        }
+        outcome
+            .await
+            .unwrap_or_else(|_| Outcome::Retry("the write recording this report was cancelled".into()))
+    }
+
+    /// Records `reports` of one application in one status write (read, apply each, write conditionally;
+    /// a conflict starts over on a fresh read): one outcome per report, in order.
+    async fn record_all(&self, reports: &[Report]) -> Vec<Outcome> {
+        let Some(first) = reports.first() else {
+            return Vec::new();
+        };
+        let (namespace, app_name) = (first.namespace.as_str(), first.app.as_str());
+        let api: Api<SparkApplication> = Api::namespaced(self.client.clone(), namespace);
+        let name = format!("{namespace}/{app_name}");
+        let all = |outcome: Outcome| reports.iter().map(|_| outcome.clone()).collect::<Vec<_>>();
         for _ in 0..WRITE_ATTEMPTS {
-            let app = match api.get(&report.app).await {
+            let app = match api.get(app_name).await {
                 Ok(app) => app,
                 // Only the application itself not found is "gone": a 404 for the whole resource (the CRD
                 // being reinstalled) must not make agents drop what they hold.
                 Err(kube::Error::Api(status))
-                    if status.code == 404 && status.details.as_ref().is_some_and(|d| d.name == report.app) =>
+                    if status.code == 404 && status.details.as_ref().is_some_and(|d| d.name == app_name) =>
                 {
-                    return Outcome::Discard(format!("application gone: {name} does not exist"));
+                    return all(Outcome::Discard(format!("application gone: {name} does not exist")));
                 }
-                Err(error) => return Outcome::Retry(format!("reading the application {name}: {}", kube_error(&error))),
+                Err(error) => {
+                    return all(Outcome::Retry(format!(
+                        "reading the application {name}: {}",
+                        kube_error(&error)
+                    )));
+                }
             };
             if app.metadata.deletion_timestamp.is_some() {
-                return Outcome::Discard(format!("application gone: {name} is being deleted"));
-            }
-            if report.whose == Whose::Driver
-                && let Some(refusal) = self.not_the_driver(report, &app).await
-            {
-                return refusal;
+                return all(Outcome::Discard(format!("application gone: {name} is being deleted")));
             }
             let stored = app.status.as_ref();
             let mut wanted = stored.cloned().unwrap_or_default();
-            match apply::apply(&mut wanted, report, self.budget) {
-                Applied::Changed => {}
-                Applied::Duplicate(reason) => return Outcome::Already(reason),
-                Applied::Discard(reason) => return Outcome::Discard(reason),
-                Applied::Full(reason) => return Outcome::Retry(reason),
+            // None: changed the status, recorded once the write succeeds.
+            let mut decided: Vec<Option<Outcome>> = Vec::with_capacity(reports.len());
+            for report in reports {
+                if report.whose == Whose::Driver
+                    && let Some(refusal) = self.not_the_driver(report, &app).await
+                {
+                    decided.push(Some(refusal));
+                    continue;
+                }
+                decided.push(match apply::apply(&mut wanted, report, self.budget) {
+                    Applied::Changed => None,
+                    Applied::Duplicate(reason) => Some(Outcome::Already(reason)),
+                    Applied::Discard(reason) => Some(Outcome::Discard(reason)),
+                    Applied::Full(reason) => Some(Outcome::Retry(reason)),
+                });
+            }
+            if decided.iter().all(Option::is_some) {
+                return decided.into_iter().flatten().collect();
             }
             let version = app.metadata.resource_version.clone().unwrap_or_default();
-            match status::write(&api, &report.app, stored, &wanted, &version).await {
+            match status::write(&api, app_name, stored, &wanted, &version).await {
                 Ok(_) => {
-                    if let Some(finished) = report.finished_at {
-                        let seconds = Timestamp::now().duration_since(finished).as_secs_f64();
-                        self.metrics.termination_to_status.observe(seconds.max(0.0));
+                    for (report, _) in reports.iter().zip(&decided).filter(|(_, d)| d.is_none()) {
+                        self.recorded(report);
                     }
-                    // A driver's end is one line per run; executors' ends, at dynamic-allocation churn, are
-                    // for debugging only (their counts are in the status).
-                    if report.whose == Whose::Driver {
-                        tracing::info!(
-                            namespace = report.namespace,
-                            app = report.app,
-                            pod = report.record.pod_name,
-                            container = report.container_id,
-                            exit_code = report.record.exit_code,
-                            "recorded a driver's end reported by a node agent"
-                        );
-                    } else {
-                        tracing::debug!(
-                            namespace = report.namespace,
-                            app = report.app,
-                            pod = report.record.pod_name,
-                            container = report.container_id,
-                            exit_code = report.record.exit_code,
-                            "recorded an executor's end reported by a node agent"
-                        );
-                    }
-                    return Outcome::Recorded;
+                    return decided
+                        .into_iter()
+                        .map(|d| d.unwrap_or(Outcome::Recorded))
+                        .collect();
                 }
                 // Someone else wrote the application since it was read: apply again on a fresh read.
                 Err(status::Error::Conflict { .. }) => self.metrics.conflicts.inc(),
-                Err(error) => return Outcome::Retry(ErrorChain(&error).to_string()),
+                Err(error) => {
+                    let reason = ErrorChain(&error).to_string();
+                    return decided
+                        .into_iter()
+                        .map(|d| d.unwrap_or_else(|| Outcome::Retry(reason.clone())))
+                        .collect();
+                }
             }
         }
-        Outcome::Retry(format!(
+        all(Outcome::Retry(format!(
             "the application {name} kept changing while the report was recorded ({WRITE_ATTEMPTS} conflicts)"
-        ))
+        )))
+    }
+
+    /// The metric and the log line of a report a status write recorded.
+    fn recorded(&self, report: &Report) {
+        if let Some(finished) = report.finished_at {
+            let seconds = Timestamp::now().duration_since(finished).as_secs_f64();
+            self.metrics.termination_to_status.observe(seconds.max(0.0));
+        }
+        // A driver's end is one line per run; executors' ends, at dynamic-allocation churn, are for
+        // debugging only (their counts are in the status).
+        if report.whose == Whose::Driver {
+            tracing::info!(
+                namespace = report.namespace,
+                app = report.app,
+                pod = report.record.pod_name,
+                container = report.container_id,
+                exit_code = report.record.exit_code,
+                "recorded a driver's end reported by a node agent"
+            );
+        } else {
+            tracing::debug!(
+                namespace = report.namespace,
+                app = report.app,
+                pod = report.record.pod_name,
+                container = report.container_id,
+                exit_code = report.record.exit_code,
+                "recorded an executor's end reported by a node agent"
+            );
+        }
     }
 
     /// A driver's end decides the run, so a report of one is checked against the pod while it exists:
@@ -514,23 +582,20 @@ impl Inner {
         })
     }
 
-    /// Waits for this replica's turn at an application.
-    async fn turn(&self, namespace: &str, app: &str) -> tokio::sync::OwnedMutexGuard<()> {
-        let lock = {
-            let mut locks = self.locks.lock().unwrap_or_else(PoisonError::into_inner);
-            if locks.len() > 1024 {
-                locks.retain(|_, lock| lock.strong_count() > 0);
+    /// The queue of an application (made on first use; forgotten once no report waits in it).
+    fn queue(&self, namespace: &str, app: &str) -> Arc<AppQueue> {
+        let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
+        if queues.len() > 1024 {
+            queues.retain(|_, queue| queue.strong_count() > 0);
+        }
+        let key = (namespace.to_owned(), app.to_owned());
+        match queues.get(&key).and_then(Weak::upgrade) {
+            Some(queue) => queue,
+            None => {
+                let queue = Arc::new(AppQueue::default());
+                queues.insert(key, Arc::downgrade(&queue));
+                queue
             }
-            let key = (namespace.to_owned(), app.to_owned());
-            match locks.get(&key).and_then(Weak::upgrade) {
-                Some(lock) => lock,
-                None => {
-                    let lock = Arc::new(AppLock::new(()));
-                    locks.insert(key, Arc::downgrade(&lock));
-                    lock
-                }
-            }
-        };
-        lock.lock_owned().await
+        }
     }
 }
