@@ -492,10 +492,7 @@ impl Inner {
                     for (report, _) in reports.iter().zip(&decided).filter(|(_, d)| d.is_none()) {
                         self.recorded(report);
                     }
-                    return decided
-                        .into_iter()
-                        .map(|d| d.unwrap_or(Outcome::Recorded))
-                        .collect();
+                    return decided.into_iter().map(|d| d.unwrap_or(Outcome::Recorded)).collect();
                 }
                 // Someone else wrote the application since it was read: apply again on a fresh read.
                 Err(status::Error::Conflict { .. }) => self.metrics.conflicts.inc(),

@@ -62,9 +62,16 @@ fn operator_flags(cluster: &Cluster) -> spark_operator_e2e::ControllerFlags {
 }
 
 /// Waits until every application is terminal and nothing is left to record: no agent holds a report
-/// and no status an uncounted one (an application may end before its executors' reports are counted).
-/// Returns the applications by name.
-async fn settled(cluster: &Cluster, count: usize, agents: &[Agent]) -> BTreeMap<String, SparkApplication> {
+/// and no status an uncounted one (an application may end before its executors' reports are counted),
+/// continuously for `quiet` (longer than an agent takes to find an end no event told it of: a relist or a
+/// poll). Returns the applications by name.
+async fn settled_for(
+    cluster: &Cluster,
+    count: usize,
+    agents: &[Agent],
+    quiet: Duration,
+) -> BTreeMap<String, SparkApplication> {
+    let since = std::cell::Cell::new(None::<tokio::time::Instant>);
     poll(LIMIT, || async {
         let apps = cluster.all_apps("default").await;
         let done = apps.values().filter(|a| state(a).is_terminal()).count();
@@ -78,15 +85,25 @@ async fn settled(cluster: &Cluster, count: usize, agents: &[Agent]) -> BTreeMap<
             spooled += agent.metric("spark_operator_agent_spool_records").await;
         }
         if done == count && uncounted == 0 && spooled == 0.0 {
-            Poll::Done(apps)
+            let start = since.get().unwrap_or_else(tokio::time::Instant::now);
+            since.set(Some(start));
+            if start.elapsed() >= quiet {
+                return Poll::Done(apps);
+            }
         } else {
-            Poll::Pending((done, uncounted, spooled))
+            since.set(None);
         }
+        Poll::Pending((done, uncounted, spooled))
     })
     .await
     .unwrap_or_else(|(done, uncounted, spooled)| {
         panic!("{done} of {count} applications ended; {uncounted} reports uncounted, {spooled} spooled")
     })
+}
+
+/// [`settled_for`] where every end reaches its agent as an event.
+async fn settled(cluster: &Cluster, count: usize, agents: &[Agent]) -> BTreeMap<String, SparkApplication> {
+    settled_for(cluster, count, agents, Duration::ZERO).await
 }
 
 /// What is wrong with application `i`'s end, if anything: its state, the driver's recorded exit code and
@@ -365,7 +382,8 @@ async fn runtimes_that_drop_reorder_delay_and_restart_still_report_every_end_rig
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
     node(3).cri_faults().restart_runtime(Duration::from_secs(3));
-    let apps = settled(&cluster, count, &agents).await;
+    // Node 1 finds ends by relists (2 s), node 4 by polls (5 s).
+    let apps = settled_for(&cluster, count, &agents, Duration::from_secs(7)).await;
 
     let mut wrong = Vec::new();
     for (name, app) in &apps {
@@ -390,11 +408,16 @@ async fn runtimes_that_drop_reorder_delay_and_restart_still_report_every_end_rig
             };
         if !right {
             wrong.push(format!(
-                "{name}: {:?}, driver {:?}/{:?}/{:?}, executors {counts:?}, failures {:?}",
+                "{name}: {:?}, driver {:?}/{:?}/{:?}, executors {counts:?} {:?}, failures {:?}",
                 state(app),
                 driver.exit_code,
                 driver.reason,
                 driver.observed_by,
+                status
+                    .recent_executors
+                    .values()
+                    .map(|e| (e.executor_id, e.state, e.node_name.clone()))
+                    .collect::<Vec<_>>(),
                 status
                     .recent_executor_failures
                     .iter()
