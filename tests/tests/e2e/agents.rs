@@ -182,20 +182,25 @@ async fn agents_record_every_end_the_blind_pod_watch_cannot_see() {
         &wrong[..wrong.len().min(5)]
     );
 
-    // Terminations travelled on the runtime's events: none needed a relist to be found, and relists stayed
-    // at their period's count.
-    let mut events = 0.0;
+    // Terminations travelled on the runtime's events: hardly any was first found by a relist (one whose
+    // event was still queued behind a relist counts too), and relists stayed at their period's count.
+    let (mut events, mut ends, mut repairs) = (0.0, 0.0, 0.0);
     for agent in &agents {
         events += agent.metric("spark_operator_agent_cri_events").await;
-        let (repairs, relists) = (
-            agent.metric("spark_operator_agent_cri_repairs").await,
-            agent.metric("spark_operator_agent_cri_relists").await,
-        );
-        assert_eq!(repairs, 0.0, "{}: ends found only by a relist", agent.node);
+        ends += agent.metric("spark_operator_agent_containers_ended").await;
+        repairs += agent.metric("spark_operator_agent_cri_repairs").await;
+        let relists = agent.metric("spark_operator_agent_cri_relists").await;
         assert!(relists <= 10.0, "{}: {relists} relists", agent.node);
     }
-    assert!(events > 0.0);
-    eprintln!("{count} applications, every end recorded by the agents ({events} CRI events consumed)");
+    assert!(events > 0.0 && ends > 0.0);
+    assert!(
+        repairs * 100.0 <= ends,
+        "{repairs} of {ends} ends found by relists, not events"
+    );
+    eprintln!(
+        "{count} applications, every end recorded by the agents ({events} CRI events consumed, {ends} ends, {repairs} \
+         found by relists)"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
