@@ -274,7 +274,9 @@ impl State {
     /// due to resolve it).
     fn event(&mut self, event: cri::ContainerEventResponse) -> bool {
         let Some(sandbox) = event.pod_sandbox_status else {
-            return true;
+            // A snapshot without its sandbox: a relist resolves whose it is. Not for a deleted container
+            // (container GC removes sandboxes by the hundred): it is gone, and a relist cannot tell more.
+            return event.container_event_type != cri::ContainerEventType::ContainerDeletedEvent as i32;
         };
         // Sandbox events (containerd sends them with the sandbox's id) say nothing about containers.
         if event.container_id == sandbox.id {
