@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use spark_operator_api::ApplicationStateType as S;
-use spark_operator_e2e::{CONTROLLER_THREAD, Cluster, ClusterOptions, Poll, app_yaml, poll};
+use spark_operator_e2e::{CONTROLLER_THREAD, Cluster, ClusterOptions, Poll, app_yaml, cpu_ticks, poll};
 
 /// CPU time of the controller's threads (Linux: utime + stime of /proc/self/task/*/stat).
 fn controller_cpu() -> Duration {
@@ -27,12 +27,7 @@ fn controller_cpu() -> Duration {
             std::fs::read_to_string(task.path().join("comm")).is_ok_and(|c| c.trim().starts_with(CONTROLLER_THREAD))
         })
         .filter_map(|task| std::fs::read_to_string(task.path().join("stat")).ok())
-        .filter_map(|stat| {
-            // Fields after the parenthesised command: state is field 3, utime 14, stime 15.
-            let rest = stat.rsplit_once(')')?.1;
-            let fields: Vec<&str> = rest.split_whitespace().collect();
-            Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
-        })
+        .filter_map(|stat| cpu_ticks(&stat))
         .sum();
     Duration::from_millis(ticks * 10)
 }

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use kube::runtime::{WatchStreamExt, watcher};
 use spark_operator_dev::agents::{AgentSetup, OPERATOR_NAMESPACE, prepare_agent};
-use spark_operator_e2e::{Cluster, ClusterOptions, app_yaml, free_port, state};
+use spark_operator_e2e::{Cluster, ClusterOptions, app_yaml, cpu_ticks, free_port, state};
 use spark_operator_proto::cri::v1::{ContainerEventType, GetEventsRequest};
 
 fn env_or(name: &str, default: u64) -> u64 {
@@ -53,9 +53,7 @@ async fn follow_exits(socket: std::path::PathBuf, exits: Arc<Mutex<HashMap<Strin
 
 /// (utime + stime, peak resident memory) of a process, from /proc.
 fn process_usage(pid: u32) -> Option<(Duration, u64)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let ticks = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    let ticks = cpu_ticks(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)?;
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let peak_kib = status
         .lines()

@@ -401,6 +401,13 @@ pub fn state(app: &SparkApplication) -> spark_operator_api::ApplicationStateType
     app.state()
 }
 
+/// utime + stime, in clock ticks, of a `/proc/<pid>/stat` or `/proc/<pid>/task/<tid>/stat` text: the fields
+/// after the parenthesised command, where the state is field 3, utime 14 and stime 15.
+pub fn cpu_ticks(stat: &str) -> Option<u64> {
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+}
+
 /// A free port on the loopback interface (for a controller's `--metrics-address`).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
