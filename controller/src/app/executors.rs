@@ -166,6 +166,8 @@ pub struct Tracker {
     failures: SparkApplicationStatus,
     /// Bumped on every change, so a reconcile knows whether to write.
     pub generation: u64,
+    /// When node agents' reports were last folded into this tracker (their folds are paced).
+    pub last_fold: Option<std::time::Instant>,
     /// The uid of this submission's driver pod, once seen: executors count only when owned by it.
     pub driver_uid: Option<String>,
 }

@@ -345,9 +345,13 @@ async fn reconcile_once(app: &Arc<SparkApplication>, api: &Api<SparkApplication>
     if actions.contains(&Do::RecordSpecHash) {
         current = Arc::new(record_spec_hash(api, &current, &hash).await?);
     }
-    current = write_status(ctx, api, &current, wanted, &transitions).await?;
+    let (written, fold_in) = write_status(ctx, api, &current, wanted, &transitions).await?;
+    current = written;
 
-    let mut requeue = requeue;
+    let mut requeue = match (requeue, fold_in) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
     for action in &actions {
         match action {
             Do::RecordSpecHash => {}
@@ -367,7 +371,7 @@ async fn reconcile_once(app: &Arc<SparkApplication>, api: &Api<SparkApplication>
                     Submitted::Done(outcome) => {
                         let stored = current.status.clone().unwrap_or_default();
                         let after = state::after_submit(&current, &stored, &outcome, Timestamp::now());
-                        current = write_status(ctx, api, &current, after.status, &after.transitions).await?;
+                        current = write_status(ctx, api, &current, after.status, &after.transitions).await?.0;
                     }
                     Submitted::WaitForOldDriver { pod } => {
                         tracing::info!(app = name, pod, "waiting for the previous run's driver pod to go");
@@ -468,6 +472,11 @@ async fn record_spec_hash(
         })
 }
 
+/// How often an application's reported executor ends are folded into its counts while it runs.
+const FOLD_INTERVAL: Duration = Duration::from_millis(500);
+/// Reported executor ends waiting that are folded at once, whenever the last fold was.
+const FOLD_AT_ONCE: usize = 64;
+
 /// Renders the executors into `wanted`, fits the byte budget, and writes if anything changed; then
 /// publishes the transitions' events and metrics. Returns the application as stored.
 async fn write_status(
@@ -476,11 +485,12 @@ async fn write_status(
     app: &Arc<SparkApplication>,
     mut wanted: SparkApplicationStatus,
     transitions: &[Transition],
-) -> Result<Arc<SparkApplication>, Error> {
+) -> Result<(Arc<SparkApplication>, Option<Duration>), Error> {
     let namespace = app.metadata.namespace.as_deref().unwrap_or_default();
     let name = app.metadata.name.clone().unwrap_or_default();
+    let mut fold_in = None;
     if let Ok(mut executors) = ctx.executors.lock() {
-        fold_reports(ctx, &mut executors, app, &mut wanted);
+        fold_in = fold_reports(ctx, &mut executors, app, &mut wanted);
         if let Some(tracker) = executors.get(namespace, &name, &wanted.submission_id) {
             tracker.render(&mut wanted);
         }
@@ -495,7 +505,7 @@ async fn write_status(
     }
     let stored = app.status.as_ref();
     if status::unchanged(stored, &wanted) {
-        return Ok(app.clone());
+        return Ok((app.clone(), fold_in));
     }
     let rv = app.metadata.resource_version.clone().unwrap_or_default();
     let written = match status::write(api, &name, stored, &wanted, &rv).await {
@@ -522,7 +532,7 @@ async fn write_status(
         );
         ctx.events.transition(&written, transition).await;
     }
-    Ok(Arc::new(written))
+    Ok((Arc::new(written), fold_in))
 }
 
 /// Moves the executor terminations node agents reported (`status.uncountedExecutorTerminations`, as
@@ -534,19 +544,26 @@ fn fold_reports(
     executors: &mut crate::app::executors::Executors,
     app: &SparkApplication,
     wanted: &mut SparkApplicationStatus,
-) {
-    let Some(stored) = app.status.as_ref() else {
-        return;
-    };
+) -> Option<Duration> {
+    let stored = app.status.as_ref()?;
     // Another submission was claimed in this decision: the old run's reports went with it.
     if stored.uncounted_executor_terminations.is_empty() || stored.submission_id != wanted.submission_id {
-        return;
+        return None;
     }
     let namespace = app.metadata.namespace.as_deref().unwrap_or_default();
     let name = app.metadata.name.as_deref().unwrap_or_default();
-    let Some(tracker) = executors.tracker_for(namespace, name, &stored.submission_id, || Some(stored.clone())) else {
-        return;
-    };
+    let tracker = executors.tracker_for(namespace, name, &stored.submission_id, || Some(stored.clone()))?;
+    // Paced while the application runs: every report the receivers record triggers a reconcile, and a
+    // fold written for each would make their next writes conflict. The reports wait in the status
+    // (recorded, and acknowledged); a terminal state or a long list folds at once.
+    let since = tracker.last_fold.map(|t| t.elapsed());
+    if !wanted.application_state.state.is_terminal()
+        && stored.uncounted_executor_terminations.len() < FOLD_AT_ONCE
+        && let Some(since) = since.filter(|s| *s < FOLD_INTERVAL)
+    {
+        return Some(FOLD_INTERVAL - since);
+    }
+    tracker.last_fold = Some(std::time::Instant::now());
     let before = tracker.counts().clone();
     let now = Timestamp::now();
     let folded = stored
@@ -568,6 +585,7 @@ fn fold_reports(
         "counted the executor terminations node agents reported"
     );
     wanted.uncounted_executor_terminations.clear();
+    None
 }
 
 /// Kubeflow's application metrics, plus how long a driver's exit took to reach the status.
