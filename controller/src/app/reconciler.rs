@@ -371,7 +371,9 @@ async fn reconcile_once(app: &Arc<SparkApplication>, api: &Api<SparkApplication>
                     Submitted::Done(outcome) => {
                         let stored = current.status.clone().unwrap_or_default();
                         let after = state::after_submit(&current, &stored, &outcome, Timestamp::now());
-                        current = write_status(ctx, api, &current, after.status, &after.transitions).await?.0;
+                        current = write_status(ctx, api, &current, after.status, &after.transitions)
+                            .await?
+                            .0;
                     }
                     Submitted::WaitForOldDriver { pod } => {
                         tracing::info!(app = name, pod, "waiting for the previous run's driver pod to go");
