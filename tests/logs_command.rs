@@ -29,7 +29,8 @@ use spark_operator_dev::{Cluster, ClusterOptions};
 use spark_operator_runtime::shutdown::Shutdown;
 
 const JOBS: &str = "spark-jobs";
-const OPERATOR: &str = "spark-operator";
+/// The agents' namespace (`spark-operator logs --agent-namespace` by default).
+const AGENTS: &str = "spark-operator-agent";
 
 /// A scripted Spark pod of application `pi` writing `lines` lines, fed to the store.
 async fn spark_pod(
@@ -127,20 +128,20 @@ async fn spark_operator_logs_prints_what_the_agents_hold_to_those_who_may_read_i
     .await
     .unwrap();
     let admin = cluster.client.clone();
-    for ns in [JOBS, OPERATOR] {
+    for ns in [JOBS, AGENTS] {
         namespace(&admin, ns).await;
     }
     let node = cluster.sim.nodes().nodes().into_iter().next().unwrap();
 
     // The agent: auth-delegator rights, its pod's IP for the server.
-    let agent_token = account(&admin, OPERATOR, "agent").await;
+    let agent_token = account(&admin, AGENTS, "agent").await;
     create_cluster_wide::<ClusterRoleBinding>(&admin, json!({
         "metadata": { "name": "agent-auth-delegator" },
         "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:auth-delegator" },
-        "subjects": [{ "kind": "ServiceAccount", "name": "agent", "namespace": OPERATOR }],
+        "subjects": [{ "kind": "ServiceAccount", "name": "agent", "namespace": AGENTS }],
     }))
     .await;
-    let agent_kubeconfig = kubeconfig_with_token(&cluster.sim, dir.path(), "agent", &agent_token, OPERATOR);
+    let agent_kubeconfig = kubeconfig_with_token(&cluster.sim, dir.path(), "agent", &agent_token, AGENTS);
     let agent_client = kube::Client::try_from(
         kube::Config::from_custom_kubeconfig(
             Kubeconfig::read_from(&agent_kubeconfig).unwrap(),
@@ -152,7 +153,7 @@ async fn spark_operator_logs_prints_what_the_agents_hold_to_those_who_may_read_i
     .unwrap();
     create::<Pod>(
         &admin,
-        OPERATOR,
+        AGENTS,
         json!({
             "metadata": { "name": "agent-x1", "labels": {
                 "app.kubernetes.io/name": "spark-operator", "app.kubernetes.io/component": "agent" },
@@ -161,7 +162,7 @@ async fn spark_operator_logs_prints_what_the_agents_hold_to_those_who_may_read_i
         }),
     )
     .await;
-    let pod_ip: IpAddr = running_pod(&admin, OPERATOR, "agent-x1")
+    let pod_ip: IpAddr = running_pod(&admin, AGENTS, "agent-x1")
         .await
         .status
         .unwrap()
@@ -173,7 +174,7 @@ async fn spark_operator_logs_prints_what_the_agents_hold_to_those_who_may_read_i
     // count, and the log is read from the agent that holds it.
     create::<Pod>(
         &admin,
-        OPERATOR,
+        AGENTS,
         json!({
             "metadata": { "name": "agent-a0", "labels": {
                 "app.kubernetes.io/name": "spark-operator", "app.kubernetes.io/component": "agent" },
@@ -182,7 +183,7 @@ async fn spark_operator_logs_prints_what_the_agents_hold_to_those_who_may_read_i
         }),
     )
     .await;
-    running_pod(&admin, OPERATOR, "agent-a0").await;
+    running_pod(&admin, AGENTS, "agent-a0").await;
     let store = LogStore::open(
         &LogArgs {
             log_store_dir: dir.path().join("store"),
@@ -205,7 +206,7 @@ async fn spark_operator_logs_prints_what_the_agents_hold_to_those_who_may_read_i
     // The reader: finds and reaches the agents, reads pod logs in JOBS.
     create::<Role>(
         &admin,
-        OPERATOR,
+        AGENTS,
         json!({
             "metadata": { "name": "agent-proxy" },
             "rules": [
@@ -228,7 +229,7 @@ async fn spark_operator_logs_prints_what_the_agents_hold_to_those_who_may_read_i
     )
     .await;
     let reader_token = account(&admin, JOBS, "reader").await;
-    for (ns, role) in [(OPERATOR, "agent-proxy"), (JOBS, "log-reader")] {
+    for (ns, role) in [(AGENTS, "agent-proxy"), (JOBS, "log-reader")] {
         create::<RoleBinding>(
             &admin,
             ns,
@@ -368,7 +369,7 @@ async fn logs_of_pods_deleted_at_once_are_whole_after_rotation_and_container_gc(
     // Who may read: pods/log in `default`; both may find and reach the agents.
     create::<Role>(
         &admin,
-        OPERATOR,
+        AGENTS,
         json!({
             "metadata": { "name": "agent-proxy" },
             "rules": [
@@ -401,12 +402,12 @@ async fn logs_of_pods_deleted_at_once_are_whole_after_rotation_and_container_gc(
         (
             "reader",
             &[
-                (OPERATOR, "agent-proxy"),
+                (AGENTS, "agent-proxy"),
                 ("default", "app-reader"),
                 ("default", "log-reader"),
             ][..],
         ),
-        ("outsider", &[(OPERATOR, "agent-proxy"), ("default", "app-reader")][..]),
+        ("outsider", &[(AGENTS, "agent-proxy"), ("default", "app-reader")][..]),
     ] {
         let token = account(&admin, "default", user).await;
         for (ns, role) in roles {

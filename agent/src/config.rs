@@ -21,6 +21,13 @@ pub struct AgentArgs {
     #[arg(long, default_value = "/run/containerd/containerd.sock")]
     pub cri_socket: PathBuf,
 
+    /// Where the node's `/` is in this process's view. The runtime reports the node's own paths (log files
+    /// under /var/log/pods, termination-log files): the chart mounts them at the same paths, so `/`; an
+    /// agent outside the node's filesystem (a node mounted at /host, or the simulated cluster's nodes)
+    /// names the node's root.
+    #[arg(long, default_value = "/")]
+    pub host_root: PathBuf,
+
     /// Where reports wait until the operator acknowledges them (a hostPath, so they survive the agent's
     /// restarts and upgrades).
     #[arg(long, default_value = "/var/lib/spark-operator-agent/spool")]

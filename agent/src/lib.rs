@@ -213,6 +213,7 @@ pub async fn run(args: AgentArgs, runtime: &Runtime) -> Result<(), Error> {
             relist_period: args.relist_period,
             poll_period: WatchConfig::DEFAULT_POLL_PERIOD,
             oom_settle_delay: args.oom_settle_delay,
+            host_root: args.host_root.clone(),
         },
         metrics.clone(),
         Some(ready),

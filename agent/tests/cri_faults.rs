@@ -237,6 +237,8 @@ fn start_agent(
             relist_period: Duration::from_secs(3600),
             poll_period,
             oom_settle_delay,
+            // A scripted runtime: no files behind its paths.
+            host_root: PathBuf::from("/"),
         },
         metrics.clone(),
         Some(ready),

@@ -37,6 +37,7 @@ async fn the_agent_reports_a_driver_end_to_the_receiver_and_empties_its_spool() 
     let args = AgentArgs {
         node_name: "sim-node-1".into(),
         cri_socket: node.cri_socket(),
+        host_root: node.root_dir().to_owned(),
         spool_dir: spool_dir.clone(),
         spool_max_bytes: 16 * 1024 * 1024,
         spool_max_age: Duration::from_secs(3600),

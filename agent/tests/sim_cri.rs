@@ -137,6 +137,7 @@ async fn every_spark_container_end_is_reported_once_with_its_exit_and_log_tail()
             relist_period: Duration::from_millis(200),
             poll_period: Duration::from_millis(200),
             oom_settle_delay: Duration::from_millis(200),
+            host_root: node.root_dir().to_owned(),
         },
         metrics.clone(),
         None,

@@ -16,7 +16,10 @@ use serde_json::json;
 
 /// The operator's namespace (the chart's default).
 pub const OPERATOR_NAMESPACE: &str = "spark-operator";
-/// The agents' ServiceAccount (the receiver's default `--agent-service-account`).
+/// The agents' namespace (the chart's default: the operator's namespace with `-agent`): apart from the
+/// operator's, since the agents' hostPaths need Pod Security `privileged` and the operator's is `restricted`.
+pub const AGENT_NAMESPACE: &str = "spark-operator-agent";
+/// The agents' ServiceAccount, in [`AGENT_NAMESPACE`] (the receiver's default `--agent-service-account`).
 pub const AGENT_SERVICE_ACCOUNT: &str = "spark-operator-agent";
 /// The audience of the agents' tokens (the receiver's default `--agent-token-audience`).
 pub const AGENT_TOKEN_AUDIENCE: &str = "spark-operator";
@@ -75,7 +78,7 @@ where
     }
 }
 
-/// The operator's namespace and the agents' ServiceAccount (kept if they exist).
+/// The operator's and the agents' namespaces and the agents' ServiceAccount (kept if they exist).
 pub async fn create_agent_identity(client: &kube::Client) -> Result<(), AgentSetupError> {
     let namespaces: Api<Namespace> = Api::all(client.clone());
     create_if_missing(
@@ -84,7 +87,13 @@ pub async fn create_agent_identity(client: &kube::Client) -> Result<(), AgentSet
         "the operator's namespace",
     )
     .await?;
-    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
+    create_if_missing(
+        &namespaces,
+        json!({"metadata": {"name": AGENT_NAMESPACE}}),
+        "the agents' namespace",
+    )
+    .await?;
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), AGENT_NAMESPACE);
     create_if_missing(
         &accounts,
         json!({"metadata": {"name": AGENT_SERVICE_ACCOUNT}}),
@@ -95,7 +104,7 @@ pub async fn create_agent_identity(client: &kube::Client) -> Result<(), AgentSet
 
 /// Writes to `path` a token of the agents' ServiceAccount for the receiver's audience, valid a day.
 pub async fn write_agent_token(client: &kube::Client, path: &Path) -> Result<(), AgentSetupError> {
-    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), AGENT_NAMESPACE);
     let request = TokenRequest {
         spec: TokenRequestSpec {
             audiences: vec![AGENT_TOKEN_AUDIENCE.into()],
@@ -158,7 +167,7 @@ pub async fn write_ca_bundle(
 /// Creates (if missing) the pod standing for the agent on `node`, labelled as the DaemonSet's pods are,
 /// and returns its address once the kubelet gave it one: the agent's log server binds it.
 pub async fn publish_agent_pod(client: &kube::Client, node: &str, wait: Duration) -> Result<IpAddr, AgentSetupError> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), OPERATOR_NAMESPACE);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), AGENT_NAMESPACE);
     let name = format!("spark-operator-agent-{node}");
     let labels: serde_json::Map<String, serde_json::Value> = AGENT_POD_LABELS
         .iter()
@@ -234,6 +243,8 @@ pub async fn prepare_agent(client: &kube::Client, setup: AgentSetup<'_>) -> Resu
     Ok(vec![
         format!("--node-name={}", setup.node.name()),
         format!("--cri-socket={}", setup.node.cri_socket().display()),
+        // The runtime reports the node's paths; this process sees the node's `/` here.
+        format!("--host-root={}", setup.node.root_dir().display()),
         format!("--spool-dir={}", dir.join("spool").display()),
         format!("--report-address={}", setup.report_address),
         format!("--ca-bundle={}", ca.display()),

@@ -106,7 +106,9 @@ async fn instant_gc_deletes_finished_pods_but_the_runtime_keeps_the_container() 
         .status
         .expect("status");
     assert_eq!((status.exit_code, status.reason.as_str()), (7, "Error"));
-    let log = std::fs::read_to_string(&status.log_path).expect("its log is still on the node");
+    // The runtime reports the node's own path; the node's `/` is its root directory in the sim.
+    let on_node = node.root_dir().join(status.log_path.trim_start_matches('/'));
+    let log = std::fs::read_to_string(on_node).expect("its log is still on the node");
     assert!(log.contains(" stdout F about to fail"), "{log}");
     sim.shutdown().await;
 }

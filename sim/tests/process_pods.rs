@@ -247,7 +247,13 @@ async fn a_local_image_runs_a_real_process() {
         .status
         .unwrap();
     assert_eq!((st.exit_code, st.reason.as_str()), (3, "Error"));
-    assert_eq!(Path::new(&st.log_path), log_file(&sim, &entry, 0));
+    // The node's own path, as containerd reports it; the file is under the node's root.
+    let node_root = sim.nodes().node("sim-node-1").unwrap().root_dir().to_owned();
+    assert!(st.log_path.starts_with("/var/log/pods/"), "{}", st.log_path);
+    assert_eq!(
+        node_root.join(st.log_path.trim_start_matches('/')),
+        log_file(&sim, &entry, 0)
+    );
     let stopped = tokio::time::timeout(Duration::from_secs(30), async {
         while let Some(Ok(e)) = futures::StreamExt::next(&mut events).await {
             if e.container_id == id && e.container_event_type == cri::ContainerEventType::ContainerStoppedEvent as i32 {

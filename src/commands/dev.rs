@@ -13,7 +13,9 @@ use kube::api::{Api, Patch, PatchParams};
 use kube_sim::node::{LocalImage, PodGc};
 use spark_operator_agent::AgentArgs;
 use spark_operator_controller::{ControllerArgs, ReceiverArgs};
-use spark_operator_dev::agents::{AgentSetup, OPERATOR_NAMESPACE, create_agent_identity, prepare_agent};
+use spark_operator_dev::agents::{
+    AGENT_NAMESPACE, AgentSetup, OPERATOR_NAMESPACE, create_agent_identity, prepare_agent,
+};
 use spark_operator_dev::{Cluster, ClusterOptions};
 use spark_operator_runtime::args::{Listen, parse_listen};
 use spark_operator_runtime::error_chain::ErrorChain;
@@ -115,7 +117,7 @@ async fn run_agents(
             node: &node,
             dir: &dir.join(node.name()),
             report_address: &report_address,
-            ca_config_map: (OPERATOR_NAMESPACE, &ca_config_map),
+            ca_config_map: (AGENT_NAMESPACE, &ca_config_map),
         };
         let flags = match prepare_agent(&client, setup).await {
             Ok(flags) => flags,
@@ -239,6 +241,7 @@ pub async fn dev(args: DevArgs, out: &mut impl Write) -> anyhow::Result<()> {
     let mut webhook = WebhookArgs::listening_on(SocketAddr::from(([127, 0, 0, 1], webhook_port)));
     webhook.webhook_ip_addresses = vec![IpAddr::from([127, 0, 0, 1])];
     webhook.webhook_namespace = OPERATOR_NAMESPACE.to_owned();
+    webhook.webhook_ca_config_map_namespace = Some(AGENT_NAMESPACE.to_owned());
     register_webhook(&cluster.client, webhook_port).await?;
     // The agents' report receiver, on a loopback port, with the webhook's certificate (valid for
     // 127.0.0.1) from the CA the agents find in the `spark-operator-ca` ConfigMap.

@@ -40,8 +40,8 @@ pub struct LogsArgs {
     #[arg(long, env = "KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
 
-    /// Namespace of the agent pods (the chart's release namespace).
-    #[arg(long, default_value = "spark-operator")]
+    /// Namespace of the agent pods (the chart's `agent.namespace`: the release namespace with `-agent`).
+    #[arg(long, default_value = "spark-operator-agent")]
     pub agent_namespace: String,
 
     /// Label selector of the agent pods.
@@ -202,7 +202,7 @@ mod tests {
             (cli.args.executor, cli.args.attempt, cli.args.follow),
             (Some(3), Some(2), true)
         );
-        assert_eq!(cli.args.agent_namespace, "spark-operator");
+        assert_eq!(cli.args.agent_namespace, "spark-operator-agent");
         assert_eq!(cli.args.agent_port, 9444);
         assert!(cli.args.agent_selector.contains("app.kubernetes.io/component=agent"));
         assert!(

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use kube::runtime::{WatchStreamExt, watcher};
-use spark_operator_dev::agents::{AgentSetup, OPERATOR_NAMESPACE, prepare_agent};
+use spark_operator_dev::agents::{AGENT_NAMESPACE, AgentSetup, prepare_agent};
 use spark_operator_e2e::{Cluster, ClusterOptions, app_yaml, cpu_ticks, free_port, state};
 use spark_operator_proto::cri::v1::{ContainerEventType, GetEventsRequest};
 
@@ -113,7 +113,7 @@ fn main() {
                             node: &node,
                             dir: dir.path(),
                             report_address: &report_address,
-                            ca_config_map: (OPERATOR_NAMESPACE, "spark-operator-ca"),
+                            ca_config_map: (AGENT_NAMESPACE, "spark-operator-ca"),
                         },
                     )
                     .await

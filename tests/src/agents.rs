@@ -10,7 +10,7 @@ use clap::Parser;
 use spark_operator_agent::AgentArgs;
 use spark_operator_controller::ReceiverArgs;
 use spark_operator_dev::agents::{
-    AGENT_SERVICE_ACCOUNT, AgentSetup, OPERATOR_NAMESPACE, create_agent_identity, prepare_agent,
+    AGENT_NAMESPACE, AGENT_SERVICE_ACCOUNT, AgentSetup, OPERATOR_NAMESPACE, create_agent_identity, prepare_agent,
 };
 use spark_operator_runtime::RuntimeArgs;
 use spark_operator_webhook::certs::{CaConfigMap, CertConfig, CertManager, Managed, Subject, resolver};
@@ -93,7 +93,7 @@ impl Cluster {
         let receiver = ReceiverFlags::try_parse_from([
             "operator".to_owned(),
             format!("--reports-address=127.0.0.1:{reports_port}"),
-            format!("--agent-service-account={OPERATOR_NAMESPACE}:{AGENT_SERVICE_ACCOUNT}"),
+            format!("--agent-service-account={AGENT_NAMESPACE}:{AGENT_SERVICE_ACCOUNT}"),
         ])
         .expect("valid receiver flags")
         .reports;
@@ -108,7 +108,7 @@ impl Cluster {
                     },
                 );
                 managed.ca_config_map = Some(CaConfigMap {
-                    namespace: OPERATOR_NAMESPACE.into(),
+                    namespace: AGENT_NAMESPACE.into(),
                     name: CA_CONFIG_MAP.into(),
                 });
                 let certificates =
@@ -148,7 +148,7 @@ impl Cluster {
                 node: &handle,
                 dir: &dir,
                 report_address: &report_address,
-                ca_config_map: (OPERATOR_NAMESPACE, CA_CONFIG_MAP),
+                ca_config_map: (AGENT_NAMESPACE, CA_CONFIG_MAP),
             },
         )
         .await

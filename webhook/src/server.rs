@@ -78,10 +78,16 @@ pub struct WebhookArgs {
     #[arg(long, default_value = crate::configuration::VALIDATING_NAME)]
     pub webhook_validating_configuration: String,
 
-    /// The ConfigMap (in --webhook-namespace) that publishes the trusted CAs, key `ca.crt`, to the node
-    /// agents, which trust the report receiver's certificate through it; empty: none.
+    /// The ConfigMap that publishes the trusted CAs, key `ca.crt`, to the node agents, which trust the
+    /// report receiver's certificate through it; empty: none.
     #[arg(long, default_value = "spark-operator-ca")]
     pub webhook_ca_config_map: String,
+
+    /// Namespace of --webhook-ca-config-map: the node agents' (a pod mounts ConfigMaps of its own
+    /// namespace only, and the agents run apart, where Pod Security allows their hostPaths); default:
+    /// --webhook-namespace.
+    #[arg(long)]
+    pub webhook_ca_config_map_namespace: Option<String>,
 
     /// A serving certificate from outside (cert-manager): PEM certificate file; with
     /// --webhook-key-file. The files are watched; caBundle is then left to whoever issues them.
@@ -145,7 +151,11 @@ impl WebhookArgs {
         managed.secret_name = self.webhook_ca_secret.clone();
         if !self.webhook_ca_config_map.is_empty() {
             managed.ca_config_map = Some(crate::certs::CaConfigMap {
-                namespace: self.webhook_namespace.clone(),
+                namespace: self
+                    .webhook_ca_config_map_namespace
+                    .clone()
+                    .filter(|n| !n.is_empty())
+                    .unwrap_or_else(|| self.webhook_namespace.clone()),
                 name: self.webhook_ca_config_map.clone(),
             });
         }
@@ -485,4 +495,33 @@ pub async fn serve(args: WebhookArgs, runtime: &Runtime, acceptor: Option<TlsAcc
     let _ = tokio::time::timeout(DRAIN, async { while connections.join_next().await.is_some() {} }).await;
     drop(cache);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ca_config_map(args: &WebhookArgs) -> Option<(String, String)> {
+        match args.certificates() {
+            CertConfig::Managed(managed) => managed.ca_config_map.map(|c| (c.namespace, c.name)),
+            CertConfig::External(_) => None,
+        }
+    }
+
+    #[test]
+    fn the_ca_config_map_goes_where_the_agents_run() {
+        let mut args = WebhookArgs::listening_on(SocketAddr::from(([127, 0, 0, 1], 9443)));
+        args.webhook_namespace = "spark-operator".into();
+        assert_eq!(
+            ca_config_map(&args),
+            Some(("spark-operator".into(), "spark-operator-ca".into()))
+        );
+        args.webhook_ca_config_map_namespace = Some("spark-operator-agent".into());
+        assert_eq!(
+            ca_config_map(&args),
+            Some(("spark-operator-agent".into(), "spark-operator-ca".into()))
+        );
+        args.webhook_ca_config_map = String::new();
+        assert_eq!(ca_config_map(&args), None);
+    }
 }

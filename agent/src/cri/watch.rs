@@ -10,7 +10,7 @@
 //! starts with a relist, which finds the exits that happened meanwhile.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -69,6 +69,9 @@ pub struct WatchConfig {
     pub poll_period: Duration,
     /// Wait this long before reading an exit 137 without OOMKilled again.
     pub oom_settle_delay: Duration,
+    /// Where the node's `/` is in this process's view: the runtime's paths (log files, mounts) are the
+    /// node's, read under this.
+    pub host_root: PathBuf,
 }
 
 impl WatchConfig {
@@ -308,6 +311,7 @@ impl State {
             self.not_spark.insert(status.id.clone());
             return;
         };
+        let status = on_host(&self.config.host_root, status);
         let actions = self.tracker.observe(container, status, origin);
         self.act(actions);
     }
@@ -499,6 +503,25 @@ async fn drain(
             return;
         }
     }
+}
+
+/// `status` with the node's paths it holds (log file, mounts' host side) as this process sees them.
+fn on_host(host_root: &Path, mut status: cri::ContainerStatus) -> cri::ContainerStatus {
+    if host_root == Path::new("/") {
+        return status;
+    }
+    let under = |path: &str| {
+        if path.is_empty() {
+            String::new()
+        } else {
+            host_root.join(path.trim_start_matches('/')).display().to_string()
+        }
+    };
+    status.log_path = under(&status.log_path);
+    for mount in &mut status.mounts {
+        mount.host_path = under(&mount.host_path);
+    }
+    status
 }
 
 async fn sleep_until_opt(at: Option<Instant>) {

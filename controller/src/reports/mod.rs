@@ -37,7 +37,7 @@ pub struct ReceiverArgs {
     /// for several. Only these may send reports.
     #[arg(
         long = "agent-service-account",
-        default_value = "spark-operator:spark-operator-agent",
+        default_value = "spark-operator-agent:spark-operator-agent",
         value_delimiter = ',',
         value_parser = parse_service_account
     )]
@@ -93,7 +93,7 @@ pub fn parse_service_account(value: &str) -> Result<ServiceAccount, String> {
             })
         }
         _ => Err(format!(
-            "{value:?} is not a ServiceAccount as NAMESPACE:NAME (e.g. spark-operator:spark-operator-agent)"
+            "{value:?} is not a ServiceAccount as NAMESPACE:NAME (e.g. spark-operator-agent:spark-operator-agent)"
         )),
     }
 }
@@ -125,7 +125,7 @@ mod tests {
                 .iter()
                 .map(ServiceAccount::username)
                 .collect::<Vec<_>>(),
-            ["system:serviceaccount:spark-operator:spark-operator-agent"]
+            ["system:serviceaccount:spark-operator-agent:spark-operator-agent"]
         );
         assert_eq!(args.agent_token_audience, "spark-operator");
         assert_eq!(args.status_byte_budget, 256 * 1024);

@@ -371,7 +371,9 @@ impl Worker {
             image: c.image.clone(),
             labels,
             annotations,
-            log_path: log_path.display().to_string(),
+            // As the node sees it (containerd reports `/var/log/pods/...`), not where this node's root
+            // lies in the sim's data directory: an agent on the node mounts the node's paths.
+            log_path: super::logs::node_path(&self.ctx.node_root, &log_path),
         };
         let runtime = self.ctx.runtime.clone();
         let id = match runtime.create_container(&sandbox, config) {

@@ -59,6 +59,14 @@ pub fn container_log_path(
         .join(format!("{restart}.log"))
 }
 
+/// `path` (under `node_root`) as the node sees it: absolute from the node's `/`.
+pub fn node_path(node_root: &Path, path: &Path) -> String {
+    match path.strip_prefix(node_root) {
+        Ok(inside) => format!("/{}", inside.display()),
+        Err(_) => path.display().to_string(),
+    }
+}
+
 /// The node directory of a node in a sim's data directory.
 pub fn node_root(data_dir: &Path, node: &str) -> PathBuf {
     data_dir.join("nodes").join(node)
