@@ -83,6 +83,8 @@ pub enum ResourceName {
     CaConfigMap,
     /// The leader-election Lease (`--leader-election-lease-name`).
     LeaderLease,
+    /// The operator's Deployment (the cleanup hook scales it to zero).
+    OperatorDeployment,
     MutatingWebhookConfiguration,
     ValidatingWebhookConfiguration,
 }
@@ -93,6 +95,7 @@ impl ResourceName {
             ResourceName::CaSecret => "caSecret",
             ResourceName::CaConfigMap => "caConfigMap",
             ResourceName::LeaderLease => "leaderLease",
+            ResourceName::OperatorDeployment => "operatorDeployment",
             ResourceName::MutatingWebhookConfiguration => "mutatingWebhookConfiguration",
             ResourceName::ValidatingWebhookConfiguration => "validatingWebhookConfiguration",
         }
@@ -160,7 +163,10 @@ const fn named(rule: Rule, resource_names: &'static [ResourceName]) -> Rule {
 }
 
 use Component::{Agent, Cleanup, Operator, SparkDriver};
-use ResourceName::{CaConfigMap, CaSecret, LeaderLease, MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
+use ResourceName::{
+    CaConfigMap, CaSecret, LeaderLease, MutatingWebhookConfiguration, OperatorDeployment,
+    ValidatingWebhookConfiguration,
+};
 use Scope::{AgentNamespace, Cluster, JobNamespaces, ReleaseNamespace};
 
 /// Every rule. Order: component, then scope, as the generated file lists them.
@@ -459,13 +465,16 @@ pub static RULES: &[Rule] = &[
         &["patch"],
         &["cleanup: release the driver-protection finalizer"],
     ),
-    rule(
-        Cleanup,
-        ReleaseNamespace,
-        &["apps"],
-        &["deployments/scale"],
-        &["patch"],
-        &["cleanup: scale the operator's Deployment to zero"],
+    named(
+        rule(
+            Cleanup,
+            ReleaseNamespace,
+            &["apps"],
+            &["deployments"],
+            &["get", "patch"],
+            &["cleanup: scale the operator's Deployment to zero and read its pod selector"],
+        ),
+        &[OperatorDeployment],
     ),
     rule(
         Cleanup,
@@ -474,14 +483,6 @@ pub static RULES: &[Rule] = &[
         &["pods"],
         &["list"],
         &["cleanup: wait until the operator's pods are gone"],
-    ),
-    rule(
-        Cleanup,
-        ReleaseNamespace,
-        &["apps"],
-        &["deployments"],
-        &["get"],
-        &["cleanup: find the operator's pods (the Deployment's selector)"],
     ),
     named(
         rule(
