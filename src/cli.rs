@@ -16,6 +16,7 @@ use crate::commands::crd::CrdArgs;
 use crate::commands::dev::DevArgs;
 use crate::commands::logs::LogsArgs;
 use crate::commands::operator::OperatorArgs;
+use crate::commands::permissions::PermissionsArgs;
 use crate::commands::validate::ValidateArgs;
 
 /// Kubernetes operator for Apache Spark, compatible with Kubeflow's sparkoperator.k8s.io/v1beta2 API.
@@ -49,6 +50,9 @@ pub enum Command {
     /// the application's current execution (or `--attempt N`), the driver (or `--executor ID`). Exits 1
     /// when there is nothing to show.
     Logs(LogsArgs),
+    /// Print every RBAC rule the operator, its agents, the cleanup hook and the Spark drivers need, with
+    /// the operations that need it, as the Helm chart reads them (or as Markdown).
+    Permissions(PermissionsArgs),
     /// Run a simulated cluster (3 nodes) with the operator in it, for trying things locally with
     /// kubectl: prints the kubeconfig and the commands to try.
     #[cfg(feature = "dev")]

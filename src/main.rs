@@ -39,6 +39,7 @@ fn main() -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Logs(args) => commands::logs::run(&args, &mut io::stdout()).context("spark-operator logs"),
+        Command::Permissions(args) => commands::permissions::run(&args, &mut out).context("spark-operator permissions"),
         Command::Cleanup(args) => {
             commands::cleanup::run(&args, &mut out).context("spark-operator cleanup")?;
             Ok(ExitCode::SUCCESS)

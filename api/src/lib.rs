@@ -11,6 +11,7 @@
 //! - [`quantity`], [`spark_version`]: Spark memory strings, Kubernetes quantities, Spark versions.
 //! - [`crd`]: the CustomResourceDefinitions; [`bounds`]: the bounds of user-set values they share with
 //!   validation.
+//! - [`permissions`]: every RBAC permission the processes need, with why; the chart and the tests read it.
 //! - [`watched`]: a SparkApplication as a watch delivers it, decoded or unreadable (one bad object never
 //!   fails a list).
 
@@ -25,6 +26,7 @@ pub mod labels;
 pub mod manifest;
 pub mod naming;
 pub mod ownership;
+pub mod permissions;
 pub mod pod_spec;
 pub mod quantity;
 pub mod scheduled;

@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod pod;
 pub mod reports;
 pub mod submission;
+pub mod uninstall;
 
 pub use app::run::{Error, run};
 pub use config::ControllerArgs;

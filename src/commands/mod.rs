@@ -9,4 +9,5 @@ pub mod dev;
 pub mod documents;
 pub mod logs;
 pub mod operator;
+pub mod permissions;
 pub mod validate;

@@ -9,8 +9,13 @@ mod exactly_once;
 mod ha;
 mod lifecycle;
 mod namespaces;
+mod permissions;
 mod pod_gc;
 mod poison;
 mod spec_changes;
 mod template;
 mod webhook;
+// ServiceAccount tokens and kubeconfigs with a token user, shared with the agent's log tests.
+#[allow(dead_code)]
+#[path = "../../support/kube_access.rs"]
+mod kube_access;
