@@ -76,7 +76,7 @@ def parse_block(lines, i, indent):
     if j >= len(lines) or lines[j][0] < indent:
         return None, i
     if lines[j][1].startswith("- "):
-        items = []
+        items, end = [], j
         while j < len(lines):
             ind, s = lines[j]
             if not s or s.startswith("#"):
@@ -94,13 +94,14 @@ def parse_block(lines, i, indent):
             else:
                 items.append(scalar(rest))
                 j += 1
-        return items, j
+            end = j
+        return items, end
     return parse_map(lines, j, indent)
 
 
 def parse_map(lines, i, indent):
     out = {}
-    j = i
+    j = end = i
     while j < len(lines):
         ind, s = lines[j]
         if not s or s.startswith("#"):
@@ -115,7 +116,9 @@ def parse_map(lines, i, indent):
         else:
             value, j = parse_block(lines, j + 1, ind + 1)
             out[key] = value
-    return out, j
+        end = j
+    # Comments after the block belong to what follows it.
+    return out, end
 
 
 def parse_nodes(lines, i, indent, prefix):
