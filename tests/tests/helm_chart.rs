@@ -260,6 +260,7 @@ fn expected_rules(permissions: &Value, component: &str, scope: &str, selector: b
         "caSecret": "spark-operator-webhook-ca",
         "caConfigMap": "spark-operator-ca",
         "leaderLease": "spark-operator-controller-lock",
+        "operatorDeployment": "spark-operator-controller",
         "mutatingWebhookConfiguration": "spark-operator-webhook",
         "validatingWebhookConfiguration": "spark-operator-webhook",
     });
