@@ -46,8 +46,9 @@ const IMAGE: &str = "spark-operator/spark-operator";
 const KUBEFLOW_IMAGE: &str = "ghcr.io/kubeflow/spark-operator/controller";
 const LIMIT: Duration = Duration::from_secs(180);
 
+/// This test belongs to the root package: its manifest directory is the repository's.
 fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 /// Skips the test with `reason`, or fails it under `CI=true`.
@@ -141,7 +142,8 @@ async fn pods_report(client: &kube::Client, namespace: &str) -> String {
     let Ok(list) = pods.list(&ListParams::default()).await else {
         return String::new();
     };
-    list.items
+    let list = list
+        .items
         .iter()
         .map(|p| {
             let status = p.status.clone().unwrap_or_default();
@@ -151,18 +153,25 @@ async fn pods_report(client: &kube::Client, namespace: &str) -> String {
                 .iter()
                 .map(|c| format!("{} ready={} {:?}", c.name, c.ready, c.state))
                 .collect();
-            format!(
-                "{}: {} {:?}",
+            (
                 p.metadata.name.clone().unwrap_or_default(),
-                status.phase.unwrap_or_default(),
-                containers
+                format!("{} {:?}", status.phase.unwrap_or_default(), containers),
             )
         })
-        .collect::<Vec<_>>()
-        .join("\n")
+        .collect::<Vec<_>>();
+    let mut report = String::new();
+    for (name, state) in list {
+        let logs = pods
+            .logs(&name, &kube::api::LogParams { tail_lines: Some(15), ..Default::default() })
+            .await
+            .unwrap_or_default();
+        report.push_str(&format!("{name}: {state}\n{logs}\n"));
+    }
+    report
 }
 
-async fn deployment_ready(client: &kube::Client, name: &str, replicas: i32, generation_after: i64) -> Deployment {
+async fn deployment_ready(cluster: &Cluster, name: &str, replicas: i32, generation_after: i64) -> Deployment {
+    let client = &cluster.client;
     let api: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
     eventually(&format!("Deployment {name} {replicas}/{replicas}"), LIMIT, || async {
         let d = api.get(name).await.map_err(|e| e.to_string())?;
@@ -175,13 +184,18 @@ async fn deployment_ready(client: &kube::Client, name: &str, replicas: i32, gene
         if fresh && done {
             Ok(d)
         } else {
-            Err(format!("{status:?}\n{}", pods_report(client, NAMESPACE).await))
+            Err(format!(
+                "{status:?}\nrefused: {:#?}\n{}",
+                refused(cluster),
+                pods_report(client, NAMESPACE).await
+            ))
         }
     })
     .await
 }
 
-async fn daemonset_ready(client: &kube::Client, name: &str, nodes: i32, generation_after: i64) -> DaemonSet {
+async fn daemonset_ready(cluster: &Cluster, name: &str, nodes: i32, generation_after: i64) -> DaemonSet {
+    let client = &cluster.client;
     let api: Api<DaemonSet> = Api::namespaced(client.clone(), AGENTS);
     eventually(&format!("DaemonSet {name} {nodes}/{nodes}"), LIMIT, || async {
         let d = api.get(name).await.map_err(|e| e.to_string())?;
@@ -192,10 +206,41 @@ async fn daemonset_ready(client: &kube::Client, name: &str, nodes: i32, generati
         if fresh && done {
             Ok(d)
         } else {
-            Err(format!("{status:?}\n{}", pods_report(client, AGENTS).await))
+            Err(format!(
+                "{status:?}\nrefused: {:#?}\n{}",
+                refused(cluster),
+                pods_report(client, AGENTS).await
+            ))
         }
     })
     .await
+}
+
+/// Every request the chart's workloads made that RBAC refused (their ServiceAccounts are the release's
+/// and the agents' namespaces'): the operator must never need a permission the chart does not grant.
+fn refused(cluster: &Cluster) -> Vec<String> {
+    let accounts = [
+        format!("system:serviceaccount:{NAMESPACE}:"),
+        format!("system:serviceaccount:{AGENTS}:"),
+    ];
+    cluster
+        .sim
+        .audit()
+        .events()
+        .into_iter()
+        .filter(|e| e.code == 403 && accounts.iter().any(|a| e.username.starts_with(a.as_str())))
+        .map(|e| {
+            format!(
+                "{} {} {}{} {}/{}",
+                e.username,
+                e.verb,
+                if e.group.is_empty() { String::new() } else { format!("{}/", e.group) },
+                e.resource,
+                e.namespace.unwrap_or_default(),
+                e.name.unwrap_or_default()
+            )
+        })
+        .collect()
 }
 
 /// spark-pi as in `examples/spark-pi.yaml`, named `name`, its driver running `run_time`.
@@ -229,8 +274,8 @@ async fn submit(client: &kube::Client, app: Value) {
         .unwrap();
 }
 
-async fn completed(client: &kube::Client, name: &str) -> SparkApplication {
-    let apps: Api<SparkApplication> = Api::namespaced(client.clone(), JOBS);
+async fn completed(cluster: &Cluster, name: &str) -> SparkApplication {
+    let apps: Api<SparkApplication> = Api::namespaced(cluster.client.clone(), JOBS);
     eventually(&format!("{name} COMPLETED"), LIMIT, || async {
         let app = apps.get(name).await.map_err(|e| e.to_string())?;
         let state = app
@@ -241,7 +286,12 @@ async fn completed(client: &kube::Client, name: &str) -> SparkApplication {
         if state == "COMPLETED" {
             Ok(app)
         } else {
-            Err(format!("state {state:?}: {:?}", app.status))
+            Err(format!(
+                "state {state:?}: {:?}\nrefused: {:#?}\n{}",
+                app.status,
+                refused(cluster),
+                pods_report(&cluster.client, NAMESPACE).await
+            ))
         }
     })
     .await
@@ -302,12 +352,12 @@ async fn the_chart_installs_runs_spark_pi_upgrades_and_uninstalls_cleanly() {
     )
     .await;
     installed.unwrap_or_else(|e| panic!("helm install: {e}"));
-    let deployment = deployment_ready(&admin, "spark-operator-controller", 2, 0).await;
-    let daemonset = daemonset_ready(&admin, "spark-operator-agent", 3, 0).await;
+    let deployment = deployment_ready(&cluster, "spark-operator-controller", 2, 0).await;
+    let daemonset = daemonset_ready(&cluster, "spark-operator-agent", 3, 0).await;
 
     // spark-pi through the installed operator.
     submit(&admin, spark_pi("spark-pi", "3s")).await;
-    let app = completed(&admin, "spark-pi").await;
+    let app = completed(&cluster, "spark-pi").await;
     let status = app.status.clone().unwrap();
     let driver = status
         .driver_termination
@@ -340,6 +390,8 @@ async fn the_chart_installs_runs_spark_pi_upgrades_and_uninstalls_cleanly() {
         "instant pod GC removed spark-pi's pods"
     );
 
+    assert_eq!(refused(&cluster), Vec::<String>::new(), "the chart grants all the operator and agents need");
+
     // `spark-operator logs spark-pi` with a user allowed pods/log in the job namespace and to reach the agents.
     let reader = reader_kubeconfig(&cluster, dir.path()).await;
     let out = tokio::process::Command::new(&binary)
@@ -362,7 +414,7 @@ async fn the_chart_installs_runs_spark_pi_upgrades_and_uninstalls_cleanly() {
     for i in 0..4 {
         submit(&admin, spark_pi(&format!("during-upgrade-{i}"), "6s")).await;
     }
-    let values = json!({ "controller": { "workers": 16 }, "agent": { "logTailLines": 50 } }).to_string();
+    let values = json!({ "controller": { "workers": 16 }, "agent": { "spoolMaxAge": "3d" } }).to_string();
     helm(
         &python,
         &home,
@@ -372,9 +424,9 @@ async fn the_chart_installs_runs_spark_pi_upgrades_and_uninstalls_cleanly() {
     .await
     .unwrap_or_else(|e| panic!("helm upgrade: {e}"));
     let generation = deployment.metadata.generation.unwrap_or(0);
-    deployment_ready(&admin, "spark-operator-controller", 2, generation).await;
+    deployment_ready(&cluster, "spark-operator-controller", 2, generation).await;
     daemonset_ready(
-        &admin,
+        &cluster,
         "spark-operator-agent",
         3,
         daemonset.metadata.generation.unwrap_or(0),
@@ -383,7 +435,7 @@ async fn the_chart_installs_runs_spark_pi_upgrades_and_uninstalls_cleanly() {
     let mut ends = BTreeMap::new();
     for i in 0..4 {
         let name = format!("during-upgrade-{i}");
-        let app = completed(&admin, &name).await;
+        let app = completed(&cluster, &name).await;
         let termination = app.status.and_then(|s| s.driver_termination);
         ends.insert(name, termination.and_then(|t| t.exit_code));
     }
@@ -391,6 +443,8 @@ async fn the_chart_installs_runs_spark_pi_upgrades_and_uninstalls_cleanly() {
         ends.values().all(|code| *code == Some(0)),
         "every driver's end recorded: {ends:?}"
     );
+
+    assert_eq!(refused(&cluster), Vec::<String>::new(), "the chart grants all the operator and agents need");
 
     // Uninstall: the hook runs; nothing of the operator's is left behind.
     helm(&python, &home, &kubeconfig, &["uninstall", RELEASE, "--timeout", "300"])

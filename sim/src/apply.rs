@@ -56,7 +56,7 @@ pub fn apply(live: Option<&Value>, req: &ApplyRequest<'_>) -> Result<Value, ApiE
             let Some(live_value) = value_at(live_obj, p) else {
                 continue;
             };
-            if Some(live_value) == value_at(applied, p) {
+            if value_at(applied, p).is_some_and(|applied| same_value(live_value, applied)) {
                 continue;
             }
             for e in entries
@@ -130,6 +130,19 @@ pub fn apply(live: Option<&Value>, req: &ApplyRequest<'_>) -> Result<Value, ApiE
     }
     managed_fields::write(&mut merged, &entries);
     Ok(merged)
+}
+
+/// Equality as structured-merge-diff compares values: numbers by value, so an int and a float of the
+/// same number (`1` from Go's YAML, `1.0` from a client that writes floats) are one value, not a conflict.
+fn same_value(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x == y || x.as_f64().zip(y.as_f64()).is_some_and(|(x, y)| x == y),
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same_value(x, y)),
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same_value(v, w)))
+        }
+        _ => a == b,
+    }
 }
 
 /// How a conflicting manager is named in messages (`printManager` in the apiserver).
@@ -322,6 +335,9 @@ mod tests {
         // Same value from another manager: shared, no conflict.
         let same = json!({ "spec": { "replicas": 1 } });
         let live = apply(Some(&live), &req(&same, "bob", false)).unwrap();
+        // The same number written as a float (Go's YAML gives 1, serde 1.0): still the same value.
+        let float = json!({ "spec": { "replicas": 1.0 } });
+        apply(Some(&live), &req(&float, "carol", false)).unwrap();
         // Different value: conflict naming alice.
         let other = json!({ "spec": { "replicas": 3 } });
         let err = apply(Some(&live), &req(&other, "bob", false)).unwrap_err();
