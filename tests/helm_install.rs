@@ -162,7 +162,13 @@ async fn pods_report(client: &kube::Client, namespace: &str) -> String {
     let mut report = String::new();
     for (name, state) in list {
         let logs = pods
-            .logs(&name, &kube::api::LogParams { tail_lines: Some(15), ..Default::default() })
+            .logs(
+                &name,
+                &kube::api::LogParams {
+                    tail_lines: Some(15),
+                    ..Default::default()
+                },
+            )
             .await
             .unwrap_or_default();
         report.push_str(&format!("{name}: {state}\n{logs}\n"));
@@ -234,7 +240,11 @@ fn refused(cluster: &Cluster) -> Vec<String> {
                 "{} {} {}{} {}/{}",
                 e.username,
                 e.verb,
-                if e.group.is_empty() { String::new() } else { format!("{}/", e.group) },
+                if e.group.is_empty() {
+                    String::new()
+                } else {
+                    format!("{}/", e.group)
+                },
                 e.resource,
                 e.namespace.unwrap_or_default(),
                 e.name.unwrap_or_default()
@@ -390,7 +400,11 @@ async fn the_chart_installs_runs_spark_pi_upgrades_and_uninstalls_cleanly() {
         "instant pod GC removed spark-pi's pods"
     );
 
-    assert_eq!(refused(&cluster), Vec::<String>::new(), "the chart grants all the operator and agents need");
+    assert_eq!(
+        refused(&cluster),
+        Vec::<String>::new(),
+        "the chart grants all the operator and agents need"
+    );
 
     // `spark-operator logs spark-pi` with a user allowed pods/log in the job namespace and to reach the agents.
     let reader = reader_kubeconfig(&cluster, dir.path()).await;
@@ -444,7 +458,11 @@ async fn the_chart_installs_runs_spark_pi_upgrades_and_uninstalls_cleanly() {
         "every driver's end recorded: {ends:?}"
     );
 
-    assert_eq!(refused(&cluster), Vec::<String>::new(), "the chart grants all the operator and agents need");
+    assert_eq!(
+        refused(&cluster),
+        Vec::<String>::new(),
+        "the chart grants all the operator and agents need"
+    );
 
     // Uninstall: the hook runs; nothing of the operator's is left behind.
     helm(&python, &home, &kubeconfig, &["uninstall", RELEASE, "--timeout", "300"])
@@ -490,6 +508,33 @@ async fn the_chart_installs_runs_spark_pi_upgrades_and_uninstalls_cleanly() {
     )
     .await
     .unwrap_or_else(|e| panic!("a pod after uninstall: {e}"));
+
+    // The same uninstall without the hook (`cleanup.enable: false`) leaves the operator's run-time objects
+    // behind: what the checks above would have caught.
+    let values = json!({ "cleanup": { "enable": false } }).to_string();
+    helm(
+        &python,
+        &home,
+        &kubeconfig,
+        &["install", chart, RELEASE, "--set-json", &values, "--timeout", "300"],
+    )
+    .await
+    .unwrap_or_else(|e| panic!("helm install without the hook: {e}"));
+    deployment_ready(&cluster, "spark-operator-controller", 2, 0).await;
+    eventually("the CA Secret made again", LIMIT, || async {
+        secrets
+            .get("spark-operator-webhook-ca")
+            .await
+            .map_err(|e| e.to_string())
+    })
+    .await;
+    helm(&python, &home, &kubeconfig, &["uninstall", RELEASE, "--timeout", "300"])
+        .await
+        .unwrap_or_else(|e| panic!("helm uninstall without the hook: {e}"));
+    assert!(
+        secrets.get("spark-operator-webhook-ca").await.is_ok(),
+        "without the hook the certificate Secret stays"
+    );
 }
 
 /// The sum over the operator's pods of every series starting with `prefix`, read from their /metrics
