@@ -15,6 +15,7 @@ pub mod config;
 pub mod metrics;
 pub mod pod;
 pub mod reports;
+pub mod scheduled;
 pub mod submission;
 pub mod uninstall;
 
