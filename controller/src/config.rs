@@ -89,6 +89,10 @@ pub struct ControllerArgs {
     #[arg(long, default_value_t = 300)]
     pub resync_period: u64,
 
+    /// The timestamp in the names of ScheduledSparkApplication runs (`<name>-<timestamp>`), as Kubeflow's flag.
+    #[arg(long, value_enum, default_value_t = crate::scheduled::decide::Precision::Nanos)]
+    pub scheduled_spark_application_timestamp_precision: crate::scheduled::decide::Precision,
+
     /// Name of the controller in Events (reportingController).
     #[arg(long, default_value = "spark-operator")]
     pub event_reporter: String,

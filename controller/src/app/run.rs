@@ -124,6 +124,17 @@ async fn reconcile_all(
             let _ = stopped.wait_for(|s| *s).await;
         }
     };
+    let scheduled = |namespaces: NamespaceFilter| {
+        Arc::new(crate::scheduled::run::Ctx {
+            namespaces,
+            ..crate::scheduled::run::Ctx::new(
+                client.clone(),
+                &args.event_reporter,
+                identity,
+                args.scheduled_spark_application_timestamp_precision,
+            )
+        })
+    };
     let concurrency = args.concurrency;
     let watch = |scope: &str| WatchSettings {
         concurrency,
@@ -131,14 +142,20 @@ async fn reconcile_all(
     };
     match args.namespace_scope() {
         NamespaceScope::All => {
-            run_controller(
+            let schedules = crate::scheduled::run::run(
+                Api::all(client.clone()),
+                Api::all(client.clone()),
+                scheduled(NamespaceFilter::Watched),
+                stop(),
+            );
+            let apps = run_controller(
                 Api::all(client.clone()),
                 Api::all(client),
                 base,
                 watch("all namespaces"),
                 stop(),
-            )
-            .await;
+            );
+            tokio::join!(apps, schedules);
         }
         NamespaceScope::List(namespaces) => {
             let controllers = namespaces.iter().map(|ns| {
@@ -153,7 +170,18 @@ async fn reconcile_all(
                 };
                 run_controller(apps, pods, ctx, watch(&format!("namespace {ns}")), stop())
             });
-            futures::future::join_all(controllers).await;
+            let schedules = namespaces.iter().map(|ns| {
+                crate::scheduled::run::run(
+                    Api::namespaced(client.clone(), ns),
+                    Api::namespaced(client.clone(), ns),
+                    scheduled(NamespaceFilter::Watched),
+                    stop(),
+                )
+            });
+            tokio::join!(
+                futures::future::join_all(controllers),
+                futures::future::join_all(schedules)
+            );
         }
         NamespaceScope::Selector(selector) => {
             let (store, writer) = reflector::store::<Namespace>();
@@ -163,6 +191,12 @@ async fn reconcile_all(
             )
             .default_backoff()
             .for_each(|_| async {});
+            let schedules = crate::scheduled::run::run(
+                Api::all(client.clone()),
+                Api::all(client.clone()),
+                scheduled(NamespaceFilter::Selected(store.clone())),
+                stop(),
+            );
             let ctx = Ctx {
                 namespaces: NamespaceFilter::Selected(store),
                 ..base
@@ -175,7 +209,7 @@ async fn reconcile_all(
                 stop(),
             );
             tokio::select! {
-                _ = controller => {}
+                _ = async { tokio::join!(controller, schedules) } => {}
                 _ = namespaces => {}
             }
         }

@@ -12,6 +12,7 @@ mod namespaces;
 mod permissions;
 mod pod_gc;
 mod poison;
+mod scheduled;
 mod spec_changes;
 mod template;
 mod webhook;
