@@ -83,7 +83,9 @@ async fn daemonset_ready(cluster: &Cluster, name: &str, nodes: i32, generation_a
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_chart_installs_runs_spark_pi_upgrades_and_uninstalls_cleanly() {
-    let Some((python, binary)) = prerequisites() else { return };
+    let Some((python, binary)) = prerequisites() else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("helm");
     let cluster = start_cluster(dir.path(), &binary).await;
@@ -142,7 +144,11 @@ async fn the_chart_installs_runs_spark_pi_upgrades_and_uninstalls_cleanly() {
         "instant pod GC removed spark-pi's pods"
     );
 
-    assert_eq!(refused(&cluster), Vec::<String>::new(), "the chart grants all the operator and agents need");
+    assert_eq!(
+        refused(&cluster),
+        Vec::<String>::new(),
+        "the chart grants all the operator and agents need"
+    );
 
     // `spark-operator logs spark-pi` with a user allowed pods/log in the job namespace and to reach the agents.
     let reader = reader_kubeconfig(&cluster, dir.path()).await;
@@ -196,7 +202,11 @@ async fn the_chart_installs_runs_spark_pi_upgrades_and_uninstalls_cleanly() {
         "every driver's end recorded: {ends:?}"
     );
 
-    assert_eq!(refused(&cluster), Vec::<String>::new(), "the chart grants all the operator and agents need");
+    assert_eq!(
+        refused(&cluster),
+        Vec::<String>::new(),
+        "the chart grants all the operator and agents need"
+    );
 
     // Uninstall: the hook runs; nothing of the operator's is left behind.
     helm(&python, &home, &kubeconfig, &["uninstall", RELEASE, "--timeout", "300"])

@@ -116,7 +116,6 @@ where
     panic!("timed out after {limit:?} waiting for {what}; last: {last}");
 }
 
-
 /// Everything the chart's tests need, or why not (skipped; a failure under `CI=true`): the Helm SDK's
 /// python and the production binary.
 pub fn prerequisites() -> Option<(PathBuf, PathBuf)> {
@@ -179,7 +178,11 @@ pub fn refused(cluster: &Cluster) -> Vec<String> {
                 "{} {} {}{} {}/{}",
                 e.username,
                 e.verb,
-                if e.group.is_empty() { String::new() } else { format!("{}/", e.group) },
+                if e.group.is_empty() {
+                    String::new()
+                } else {
+                    format!("{}/", e.group)
+                },
                 e.resource,
                 e.namespace.unwrap_or_default(),
                 e.name.unwrap_or_default()
@@ -214,7 +217,13 @@ pub async fn pods_report(client: &kube::Client, namespace: &str) -> String {
     let mut report = String::new();
     for (name, state) in list {
         let logs = pods
-            .logs(&name, &kube::api::LogParams { tail_lines: Some(15), ..Default::default() })
+            .logs(
+                &name,
+                &kube::api::LogParams {
+                    tail_lines: Some(15),
+                    ..Default::default()
+                },
+            )
             .await
             .unwrap_or_default();
         report.push_str(&format!("{name}: {state}\n{logs}\n"));
