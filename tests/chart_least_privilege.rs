@@ -201,11 +201,6 @@ enum Missing {
 const SCHEDULED: &str = "scheduled/";
 
 /// Why a rule is not shown needed here (printed by the test).
-const CA_CONFIG_MAP_IN_RELEASE_NAMESPACE: &str = "not needed in this install: with the agents enabled (the \
-chart's default) the operator publishes its CA ConfigMap only in the agents' namespace \
-(--webhook-ca-config-map-namespace); the release namespace's copy is written only with agent.enable=false, \
-yet the chart grants this rule either way (finding: the rule should be conditional)";
-
 const APPLY_CREATE_NOT_AUTHORIZED_BY_THE_SIM: &str = "not shown: the operator writes the CA ConfigMap by \
 server-side apply, which real Kubernetes authorizes as `create` when the object is missing (docs: Server-Side \
 Apply, RBAC and permissions); the sim authorizes it as `patch` only, so removing this rule gives no 403 here \
@@ -220,9 +215,6 @@ fn scenario_of(rule: &Rule) -> Result<Result<Scenario, &'static str>, String> {
     let resources = rule.resources.join(",");
     let verbs = rule.verbs.join(",");
     let named = !rule.resource_names.is_empty();
-    if (rule.component, rule.scope, resources.as_str()) == (Operator, ReleaseNamespace, "configmaps") {
-        return Ok(Err(CA_CONFIG_MAP_IN_RELEASE_NAMESPACE));
-    }
     if (rule.component, rule.scope, resources.as_str(), verbs.as_str())
         == (Operator, AgentNamespace, "configmaps", "create")
     {
@@ -593,7 +585,7 @@ async fn each_operator_and_agent_rule_of_the_installed_chart_is_needed() {
         );
         if let Some(when) = rule.when {
             not_covered.push(format!(
-                "{describe}: only granted with `{}` (spark.jobNamespaceSelector), not in this install",
+                "{describe}: only granted when `{}` (spark.jobNamespaceSelector set, or agent.enable false), not in this install",
                 when.key()
             ));
             continue;

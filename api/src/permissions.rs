@@ -108,12 +108,16 @@ pub enum Condition {
     /// The operator selects its job namespaces by label (`--namespace-selector`), so it follows the
     /// namespaces themselves.
     JobNamespaceSelector,
+    /// The chart runs no agents (`agent.enable: false`): the operator then publishes its CA ConfigMap in
+    /// its own namespace instead of the agents'.
+    AgentsDisabled,
 }
 
 impl Condition {
     pub fn key(self) -> &'static str {
         match self {
             Condition::JobNamespaceSelector => "jobNamespaceSelector",
+            Condition::AgentsDisabled => "agentsDisabled",
         }
     }
 }
@@ -378,25 +382,33 @@ pub static RULES: &[Rule] = &[
         ),
         &[CaSecret],
     ),
-    rule(
-        Operator,
-        ReleaseNamespace,
-        CORE,
-        &["configmaps"],
-        &["create"],
-        &["webhook: create the CA ConfigMap for the agents (server-side apply of a missing object)"],
-    ),
-    named(
-        rule(
+    Rule {
+        when: Some(Condition::AgentsDisabled),
+        ..rule(
             Operator,
             ReleaseNamespace,
             CORE,
             &["configmaps"],
-            &["get", "patch"],
-            &["webhook: publish the CA bundle in the CA ConfigMap"],
-        ),
-        &[CaConfigMap],
-    ),
+            &["create"],
+            &[
+                "webhook: create the CA ConfigMap (server-side apply of a missing object), in its own namespace when there are no agents",
+            ],
+        )
+    },
+    Rule {
+        when: Some(Condition::AgentsDisabled),
+        ..named(
+            rule(
+                Operator,
+                ReleaseNamespace,
+                CORE,
+                &["configmaps"],
+                &["get", "patch"],
+                &["webhook: publish the CA bundle in the CA ConfigMap, in its own namespace when there are no agents"],
+            ),
+            &[CaConfigMap],
+        )
+    },
     rule(
         Operator,
         ReleaseNamespace,
