@@ -46,6 +46,10 @@ use). Included by every workload template, so `helm template` refuses them too. 
 {{- fail (printf "webhook.%s is a label selector map since chart 2.0 (matchLabels/matchExpressions), not a %q string; e.g. webhook.%s: {matchLabels: {key: value}}" $key (get $.Values.webhook $key) $key) }}
 {{- end }}
 {{- end }}
+{{- $precisions := list "nanos" "micros" "millis" "seconds" "minutes" }}
+{{- if not (has .Values.controller.scheduledSparkApplicationTimestampPrecision $precisions) }}
+{{- fail (printf "controller.scheduledSparkApplicationTimestampPrecision is %q: set nanos, micros, millis, seconds or minutes" .Values.controller.scheduledSparkApplicationTimestampPrecision) }}
+{{- end }}
 {{- if not (has .Values.webhook.failurePolicy (list "Fail" "Ignore")) }}
 {{- fail (printf "webhook.failurePolicy is %q: set Fail or Ignore" .Values.webhook.failurePolicy) }}
 {{- end }}
@@ -74,7 +78,6 @@ use). Included by every workload template, so `helm template` refuses them too. 
   (list "controller.driverPodDisruptionBudget.enable" "reserved for later: no driver PodDisruptionBudgets are made" (list "false"))
   (list "controller.kubeAPIQPS" "ignored" (list "20"))
   (list "controller.kubeAPIBurst" "ignored" (list "30"))
-  (list "controller.scheduledSparkApplicationTimestampPrecision" "ignored: run names are the operator's own" (list "\"nanos\""))
   (list "controller.uiService.enable" "reserved for later" (list "true"))
   (list "controller.uiIngress.enable" "reserved for later: no Spark UI Ingresses are made" (list "false"))
   (list "controller.uiIngress.urlFormat" "reserved for later" (list "\"\""))
