@@ -169,3 +169,99 @@ async fn a_schedule_runs_on_its_ticks_keeps_its_history_and_stops_when_suspended
     assert!(bad.reason.contains("above maximum (59)"), "{}", bad.reason);
     assert!(runs(&apps, "bad").await.is_empty());
 }
+
+/// Kubeflow's `spark-pi-scheduled.yaml`, its schedule shortened to `@every 2s`, its driver running
+/// `run_time`, under `policy`.
+fn kubeflow_example(name: &str, policy: &str, run_time: &str) -> ScheduledSparkApplication {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/fixtures/kubeflow-examples/spark-pi-scheduled.yaml");
+    let text = std::fs::read_to_string(&path).expect("Kubeflow's scheduled example");
+    let mut example: serde_json::Value = serde_yaml::from_str(&text).expect("YAML");
+    example["metadata"]["name"] = json!(name);
+    example["spec"]["schedule"] = json!("@every 2s");
+    example["spec"]["concurrencyPolicy"] = json!(policy);
+    example["spec"]["template"]["driver"]["annotations"] =
+        json!({ "sim.spark-operator.dev/run-time": run_time, "sim.spark-operator.dev/exit-code": "0" });
+    serde_json::from_value(example).expect("a ScheduledSparkApplication")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubeflows_scheduled_example_runs_and_forbid_and_replace_hold() {
+    let cluster = Cluster::start(ClusterOptions::default()).await;
+    let _controller = cluster.controller(cluster.args(&[]));
+    let schedules: Api<ScheduledSparkApplication> = Api::namespaced(cluster.client.clone(), "default");
+    let apps = cluster.apps("default");
+
+    // Allow, as the example: its runs complete.
+    schedules
+        .create(&PostParams::default(), &kubeflow_example("allow", "Allow", "1s"))
+        .await
+        .expect("created");
+    until("a completed run of the example", || async {
+        let s = schedules.get("allow").await.ok()?.status?;
+        (!s.past_successful_run_names.is_empty()).then_some(())
+    })
+    .await;
+
+    // Forbid, runs lasting 60 s: ticks pass, no second run starts while the first is active.
+    schedules
+        .create(&PostParams::default(), &kubeflow_example("forbid", "Forbid", "60s"))
+        .await
+        .expect("created");
+    let first = until("forbid's first run", || async {
+        let s = schedules.get("forbid").await.ok()?.status?;
+        (!s.last_run_name.is_empty()).then_some(s.last_run_name)
+    })
+    .await;
+    let ticks_later = until("three more ticks", || {
+        let first = first.clone();
+        let schedules = schedules.clone();
+        async move {
+            let s = schedules.get("forbid").await.ok()?.status?;
+            let tick = |name: &str| name.rsplit('-').next()?.parse::<i128>().ok();
+            let next = s.next_run.as_ref()?.0.as_nanosecond();
+            (next - tick(&first)? >= 6_000_000_000).then_some(s)
+        }
+    })
+    .await;
+    assert_eq!(
+        ticks_later.last_run_name, first,
+        "Forbid started nothing while a run was active"
+    );
+    assert_eq!(runs(&apps, "forbid").await.len(), 1);
+
+    // Replace, runs lasting 60 s: each tick deletes the active run and starts its own.
+    schedules
+        .create(&PostParams::default(), &kubeflow_example("replace", "Replace", "60s"))
+        .await
+        .expect("created");
+    let first = until("replace's first run", || async {
+        let s = schedules.get("replace").await.ok()?.status?;
+        (!s.last_run_name.is_empty()).then_some(s.last_run_name)
+    })
+    .await;
+    let second = until("a run replacing it", || {
+        let first = first.clone();
+        let schedules = schedules.clone();
+        async move {
+            let s = schedules.get("replace").await.ok()?.status?;
+            (s.last_run_name != first).then_some(s.last_run_name)
+        }
+    })
+    .await;
+    until("the replaced run deleted", || {
+        let apps = apps.clone();
+        let first = first.clone();
+        async move { apps.get(&first).await.is_err().then_some(()) }
+    })
+    .await;
+    let live = runs(&apps, "replace")
+        .await
+        .into_iter()
+        .filter(|(_, _, a)| a.metadata.deletion_timestamp.is_none() && !state(a).is_terminal())
+        .count();
+    assert!(
+        live <= 1,
+        "Replace keeps one run at a time, {live} live (second: {second})"
+    );
+}
