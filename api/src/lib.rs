@@ -18,6 +18,7 @@
 pub mod application;
 pub mod bounds;
 pub mod crd;
+pub mod cron;
 pub mod decoration;
 pub mod defaults;
 mod embedded;

@@ -6,85 +6,22 @@ use crate::scheduled::ScheduledSparkApplicationSpec;
 /// `-<timestamp>` at nanosecond precision, appended to the name of each run.
 pub(super) const RUN_NAME_SUFFIX_LENGTH: usize = 20;
 
-const DESCRIPTORS: [&str; 8] = [
-    "@yearly",
-    "@annually",
-    "@monthly",
-    "@weekly",
-    "@daily",
-    "@midnight",
-    "@hourly",
-    "@reboot",
-];
-
-/// Checks a cron schedule the way robfig/cron's standard parser reads it: five fields, a descriptor such
-/// as `@daily`, or `@every <duration>`, optionally after `CRON_TZ=<zone>` or `TZ=<zone>`. Returns what is
-/// wrong.
+/// Checks a cron schedule the way robfig/cron's standard parser reads it (the controller's own parser,
+/// [`crate::cron`]): five fields, a descriptor such as `@daily`, or `@every <duration>`, optionally after
+/// `CRON_TZ=<zone>` or `TZ=<zone>`. Returns what is wrong.
 pub fn check_schedule(schedule: &str) -> Result<(), String> {
-    let trimmed = schedule.trim();
-    let body = match trimmed.split_once(char::is_whitespace) {
-        Some((zone, rest)) if zone.starts_with("CRON_TZ=") || zone.starts_with("TZ=") => rest.trim(),
-        _ => trimmed,
-    };
-    if body.is_empty() {
+    if schedule.trim().is_empty() {
         return Err("is required: a cron schedule such as \"0 3 * * *\" or \"@every 3m\"".to_owned());
     }
-    if let Some(duration) = body.strip_prefix("@every") {
-        return check_go_duration(duration.trim())
-            .map_err(|problem| format!("{schedule:?}: {problem}: use a duration such as @every 90s or @every 1h30m"));
-    }
-    if body.starts_with('@') {
-        if DESCRIPTORS.contains(&body) && body != "@reboot" {
-            return Ok(());
-        }
-        return Err(format!(
-            "{schedule:?} is not a schedule descriptor: use @yearly, @monthly, @weekly, @daily, @hourly or @every <duration>"
-        ));
-    }
-    let fields: Vec<&str> = body.split_whitespace().collect();
-    if fields.len() != 5 {
-        return Err(format!(
-            "{schedule:?} has {} fields: use the five fields minute hour day-of-month month day-of-week, e.g. \"0 3 * * *\"",
-            fields.len()
-        ));
-    }
-    for field in fields {
-        if field.is_empty()
-            || !field
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '*' | '?' | ',' | '-' | '/'))
-        {
-            return Err(format!(
-                "{schedule:?}: the field {field:?} may contain only digits, names, '*', '?', ',', '-' and '/'"
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// A Go duration: one or more `<number><unit>` with units ns, us, µs, ms, s, m, h.
-fn check_go_duration(duration: &str) -> Result<(), &'static str> {
-    if duration.is_empty() {
-        return Err("the duration is missing");
-    }
-    let mut rest = duration;
-    while !rest.is_empty() {
-        let number_end = rest
-            .find(|c: char| !c.is_ascii_digit() && c != '.')
-            .unwrap_or(rest.len());
-        if number_end == 0 {
-            return Err("the duration must start with a number");
-        }
-        rest = &rest[number_end..];
-        let unit_end = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        if !matches!(&rest[..unit_end], "ns" | "us" | "µs" | "ms" | "s" | "m" | "h") {
-            return Err("each number needs a unit: ns, us, ms, s, m or h");
-        }
-        rest = &rest[unit_end..];
-    }
-    Ok(())
+    let utc = jiff::tz::TimeZone::UTC;
+    crate::cron::parse(schedule, &utc, &utc)
+        .map(|_| ())
+        .map_err(|error| match error {
+            crate::cron::ScheduleError::Invalid { schedule, problem } if problem.contains("duration") => {
+                format!("{schedule:?}: {problem}: use a duration such as @every 90s or @every 1h30m")
+            }
+            other => other.to_string(),
+        })
 }
 
 pub(super) fn check_scheduled_spec(
@@ -94,6 +31,9 @@ pub(super) fn check_scheduled_spec(
 ) {
     if let Err(problem) = check_schedule(&spec.schedule) {
         report.error(path.child("schedule"), problem);
+    }
+    if let Err(problem) = crate::cron::zone(spec.time_zone.as_deref(), &jiff::tz::TimeZone::UTC) {
+        report.error(path.child("timeZone"), problem.to_string());
     }
     for (field, value) in [
         ("successfulRunHistoryLimit", spec.successful_run_history_limit),
@@ -143,5 +83,12 @@ mod tests {
             assert!(!problem.is_empty(), "{bad}");
         }
         assert!(check_schedule("0 3 * *").unwrap_err().contains("4 fields"));
+        // Ranges are checked as the controller reads them, at `kubectl apply`.
+        assert!(check_schedule("61 * * * *").unwrap_err().contains("above maximum (59)"));
+        assert!(
+            check_schedule("CRON_TZ=Mars/Olympus 0 * * * *")
+                .unwrap_err()
+                .contains("unknown time zone")
+        );
     }
 }

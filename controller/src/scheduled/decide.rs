@@ -122,7 +122,9 @@ pub fn decide(observed: &Observed<'_>) -> Decision {
         happened: Vec::new(),
     };
 
-    let schedule = cron::zone(spec.time_zone.as_deref()).and_then(|zone| cron::parse(&spec.schedule, &zone));
+    let local = jiff::tz::TimeZone::system();
+    let schedule =
+        cron::zone(spec.time_zone.as_deref(), &local).and_then(|zone| cron::parse(&spec.schedule, &zone, &local));
     let schedule = match schedule {
         Ok(schedule) => schedule,
         Err(error) => {

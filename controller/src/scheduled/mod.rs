@@ -2,6 +2,7 @@
 //! parser); [`decide`] is what one reconcile does (which run to start, skip, replace or prune, and the
 //! status); [`run`] is the controller that reads, acts and writes for them while the replica leads.
 
-pub mod cron;
+/// The schedules' parser lives in the api crate, where validation uses it too.
+pub use spark_operator_api::cron;
 pub mod decide;
 pub mod run;

@@ -1,7 +1,9 @@
 //! Cron schedules as Kubeflow reads them (robfig/cron v3's `ParseStandard`, with `CRON_TZ=<zone>` put in
 //! front): five fields (minute hour day-of-month month day-of-week), the descriptors `@yearly`
 //! `@annually` `@monthly` `@weekly` `@daily` `@midnight` `@hourly`, and `@every <Go duration>`. Pure: the
-//! next run after an instant, in the schedule's zone.
+//! next run after an instant, in the schedule's zone. Validation (`kubectl apply`, `validate -f`) and the
+//! controller read schedules with this one parser. The operator's own zone (`Local`) is passed in: reading it
+//! is I/O, which this crate does not do.
 //!
 //! Day of month and day of week combine as in cron (and robfig): when either is `*` (or `?`) both must
 //! match, otherwise either may. Around DST we do as robfig (so as Kubeflow and Kubernetes' CronJobs): a
@@ -45,12 +47,13 @@ pub struct CronSchedule {
     zone: TimeZone,
 }
 
-/// How a `spec.timeZone` is read: absent or empty is UTC; `Local` is the operator process's own zone
-/// (Go's `time.Local`: `TZ`, else `/etc/localtime`; UTC in the chart's image); anything else an IANA name.
-pub fn zone(name: Option<&str>) -> Result<TimeZone, ScheduleError> {
+/// How a `spec.timeZone` is read: absent or empty is UTC; `Local` is `local`, the operator process's own
+/// zone (Go's `time.Local`: `TZ`, else `/etc/localtime`; UTC in the chart's image); anything else an IANA
+/// name, from the zone database built into the binary.
+pub fn zone(name: Option<&str>, local: &TimeZone) -> Result<TimeZone, ScheduleError> {
     match name.map(str::trim).filter(|n| !n.is_empty()) {
         None | Some("UTC") => Ok(TimeZone::UTC),
-        Some("Local") => Ok(TimeZone::system()),
+        Some("Local") => Ok(local.clone()),
         Some(name) => TimeZone::get(name).map_err(|_| ScheduleError::UnknownZone { zone: name.to_owned() }),
     }
 }
@@ -89,8 +92,9 @@ const WEEKDAYS: Bounds = Bounds {
     names: &["sun", "mon", "tue", "wed", "thu", "fri", "sat"],
 };
 
-/// Parses `schedule` in `default_zone` (a `CRON_TZ=` or `TZ=` prefix in the schedule wins, as in robfig).
-pub fn parse(schedule: &str, default_zone: &TimeZone) -> Result<Schedule, ScheduleError> {
+/// Parses `schedule` in `default_zone` (a `CRON_TZ=` or `TZ=` prefix in the schedule wins, as in robfig;
+/// `local` is what `Local` names there).
+pub fn parse(schedule: &str, default_zone: &TimeZone, local: &TimeZone) -> Result<Schedule, ScheduleError> {
     let invalid = |problem: String| ScheduleError::Invalid {
         schedule: schedule.to_owned(),
         problem,
@@ -100,7 +104,7 @@ pub fn parse(schedule: &str, default_zone: &TimeZone) -> Result<Schedule, Schedu
     if let Some((prefix, rest)) = body.split_once(char::is_whitespace)
         && let Some(name) = prefix.strip_prefix("CRON_TZ=").or_else(|| prefix.strip_prefix("TZ="))
     {
-        zone = self::zone(Some(name))?;
+        zone = self::zone(Some(name), local)?;
         body = rest.trim();
     }
     if body.is_empty() {
@@ -122,7 +126,10 @@ pub fn parse(schedule: &str, default_zone: &TimeZone) -> Result<Schedule, Schedu
     };
     let fields: Vec<&str> = fields.split_whitespace().collect();
     let [minute, hour, day, month, weekday] = fields[..] else {
-        return Err(invalid(format!("expected exactly 5 fields, found {}", fields.len())));
+        return Err(invalid(format!(
+            "has {} fields: use the five fields minute hour day-of-month month day-of-week, e.g. \"0 3 * * *\"",
+            fields.len()
+        )));
     };
     let (minutes, _) = field(minute, &MINUTES).map_err(invalid)?;
     let (hours, _) = field(hour, &HOURS).map_err(invalid)?;
@@ -345,8 +352,12 @@ mod tests {
     }
 
     fn next(schedule: &str, zone: &str, after: &str) -> String {
-        let zone = self::zone(Some(zone)).unwrap();
-        parse(schedule, &zone).unwrap().next(at(after)).unwrap().to_string()
+        let zone = self::zone(Some(zone), &TimeZone::UTC).unwrap();
+        parse(schedule, &zone, &TimeZone::UTC)
+            .unwrap()
+            .next(at(after))
+            .unwrap()
+            .to_string()
     }
 
     #[test]
@@ -407,9 +418,11 @@ mod tests {
             "2026-11-29T00:00:00Z"
         );
         // February 30 never comes: no next run within five years.
-        let zone = zone(Some("UTC")).unwrap();
+        let zone = zone(Some("UTC"), &TimeZone::UTC).unwrap();
         assert_eq!(
-            parse("0 0 30 2 *", &zone).unwrap().next(at("2026-01-01T00:00:00Z")),
+            parse("0 0 30 2 *", &zone, &zone)
+                .unwrap()
+                .next(at("2026-01-01T00:00:00Z")),
             None
         );
     }
@@ -444,7 +457,7 @@ mod tests {
     fn mistakes_are_named() {
         let utc = TimeZone::UTC;
         for (schedule, words) in [
-            ("* * * *", "expected exactly 5 fields, found 4"),
+            ("* * * *", "has 4 fields"),
             ("60 * * * *", "end of range (60) above maximum (59)"),
             ("0 0 0 * *", "beginning of range (0) below minimum (1)"),
             ("5-1 * * * *", "beginning of range (5) beyond end of range (1)"),
@@ -455,13 +468,16 @@ mod tests {
             ("@every 3", "missing unit"),
             ("", "empty spec string"),
         ] {
-            let error = parse(schedule, &utc).unwrap_err().to_string();
+            let error = parse(schedule, &utc, &utc).unwrap_err().to_string();
             assert!(error.contains(words), "{schedule:?}: {error}");
         }
         assert_eq!(
-            zone(Some("Mars/Olympus")).unwrap_err().to_string(),
+            zone(Some("Mars/Olympus"), &utc).unwrap_err().to_string(),
             "unknown time zone \"Mars/Olympus\": use an IANA name such as \"Europe/Paris\", or \"UTC\""
         );
-        assert!(parse("CRON_TZ=Nowhere 0 * * * *", &utc).is_err());
+        assert!(parse("CRON_TZ=Nowhere 0 * * * *", &utc, &utc).is_err());
+        // `Local` is whatever the caller says the process's zone is.
+        let paris = zone(Some("Europe/Paris"), &utc).unwrap();
+        assert_eq!(zone(Some("Local"), &paris).unwrap(), paris);
     }
 }
