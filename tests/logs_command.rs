@@ -204,44 +204,7 @@ async fn spark_operator_logs_prints_what_the_agents_hold_to_those_who_may_read_i
     .unwrap();
 
     // The reader: finds and reaches the agents, reads pod logs in JOBS.
-    create::<Role>(
-        &admin,
-        AGENTS,
-        json!({
-            "metadata": { "name": "agent-proxy" },
-            "rules": [
-                { "apiGroups": [""], "resources": ["pods"], "verbs": ["list"] },
-                { "apiGroups": [""], "resources": ["pods/proxy"], "verbs": ["get"] },
-            ],
-        }),
-    )
-    .await;
-    create::<Role>(
-        &admin,
-        JOBS,
-        json!({
-            "metadata": { "name": "log-reader" },
-            "rules": [
-                { "apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"] },
-                { "apiGroups": ["sparkoperator.k8s.io"], "resources": ["sparkapplications"], "verbs": ["get"] },
-            ],
-        }),
-    )
-    .await;
-    let reader_token = account(&admin, JOBS, "reader").await;
-    for (ns, role) in [(AGENTS, "agent-proxy"), (JOBS, "log-reader")] {
-        create::<RoleBinding>(
-            &admin,
-            ns,
-            json!({
-                "metadata": { "name": role },
-                "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role },
-                "subjects": [{ "kind": "ServiceAccount", "name": "reader", "namespace": JOBS }],
-            }),
-        )
-        .await;
-    }
-    let reader = kubeconfig_with_token(&cluster.sim, dir.path(), "reader", &reader_token, JOBS);
+    let reader = log_reader_kubeconfig(&cluster.sim, &admin, dir.path(), AGENTS, JOBS).await;
 
     // The application, its first execution (s1) and its current one (s2, with executor 1).
     let app: SparkApplication = serde_json::from_value(json!({

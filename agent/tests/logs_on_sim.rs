@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic in a test is a failed assertion
 
 #[path = "../../tests/support/kube_access.rs"]
+#[allow(dead_code)]
 mod kube_access;
 use kube_access::*;
 

@@ -7,14 +7,13 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Namespace, Pod};
-use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, ListParams, PostParams};
 use kube_sim::node::{LocalImage, PodGc};
 use serde_json::{Value, json};
 use spark_operator_api::SparkApplication;
 use spark_operator_dev::{Cluster, ClusterOptions};
 
-use crate::kube_access::{account, create, kubeconfig_with_token};
+use crate::kube_access::log_reader_kubeconfig;
 
 pub const RELEASE: &str = "spark-operator";
 pub const NAMESPACE: &str = "spark-operator";
@@ -288,43 +287,5 @@ pub async fn completed(cluster: &Cluster, name: &str) -> SparkApplication {
 /// A kubeconfig whose user may `get pods/log` and read applications in the job namespace, and list and
 /// proxy to the agents' pods.
 pub async fn reader_kubeconfig(cluster: &Cluster, dir: &Path) -> PathBuf {
-    let admin = cluster.client.clone();
-    create::<Role>(
-        &admin,
-        AGENTS,
-        json!({
-            "metadata": { "name": "agent-proxy" },
-            "rules": [
-                { "apiGroups": [""], "resources": ["pods"], "verbs": ["list"] },
-                { "apiGroups": [""], "resources": ["pods/proxy"], "verbs": ["get"] },
-            ],
-        }),
-    )
-    .await;
-    create::<Role>(
-        &admin,
-        JOBS,
-        json!({
-            "metadata": { "name": "log-reader" },
-            "rules": [
-                { "apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"] },
-                { "apiGroups": ["sparkoperator.k8s.io"], "resources": ["sparkapplications"], "verbs": ["get"] },
-            ],
-        }),
-    )
-    .await;
-    let token = account(&admin, JOBS, "reader").await;
-    for (ns, role) in [(AGENTS, "agent-proxy"), (JOBS, "log-reader")] {
-        create::<RoleBinding>(
-            &admin,
-            ns,
-            json!({
-                "metadata": { "name": role },
-                "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role },
-                "subjects": [{ "kind": "ServiceAccount", "name": "reader", "namespace": JOBS }],
-            }),
-        )
-        .await;
-    }
-    kubeconfig_with_token(&cluster.sim, dir, "reader", &token, JOBS)
+    log_reader_kubeconfig(&cluster.sim, &cluster.client, dir, AGENTS, JOBS).await
 }

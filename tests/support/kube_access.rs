@@ -1,12 +1,13 @@
-//! Test support shared by the agent's log tests (`agent/tests/logs_on_sim.rs`) and `spark-operator logs`
-//! tests (`tests/logs_command.rs`), included by path: objects made as an administrator, ServiceAccount tokens,
-//! kubeconfigs with a token user, and bounded waits. A panic here is a failed test.
+//! Test support shared by the agent's log tests (`agent/tests/logs_on_sim.rs`), `spark-operator logs` tests
+//! (`tests/logs_command.rs`) and the chart's tests, included by path: objects made as an administrator,
+//! ServiceAccount tokens, kubeconfigs with a token user (a log reader's among them), and bounded waits. A panic here is a failed test.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Namespace, Pod, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, PostParams};
 use kube::config::{AuthInfo, Kubeconfig};
 use kube_sim::Sim;
@@ -122,4 +123,47 @@ pub async fn running_pod(client: &kube::Client, namespace: &str, name: &str) -> 
         }
     })
     .await
+}
+
+/// A kubeconfig whose user, the ServiceAccount `reader` of `jobs`, may do what `spark-operator logs` needs:
+/// `get pods/log` and read SparkApplications in `jobs`, list and proxy to the agents' pods in `agents`.
+pub async fn log_reader_kubeconfig(sim: &Sim, admin: &kube::Client, dir: &Path, agents: &str, jobs: &str) -> PathBuf {
+    create::<Role>(
+        admin,
+        agents,
+        json!({
+            "metadata": { "name": "agent-proxy" },
+            "rules": [
+                { "apiGroups": [""], "resources": ["pods"], "verbs": ["list"] },
+                { "apiGroups": [""], "resources": ["pods/proxy"], "verbs": ["get"] },
+            ],
+        }),
+    )
+    .await;
+    create::<Role>(
+        admin,
+        jobs,
+        json!({
+            "metadata": { "name": "log-reader" },
+            "rules": [
+                { "apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"] },
+                { "apiGroups": ["sparkoperator.k8s.io"], "resources": ["sparkapplications"], "verbs": ["get"] },
+            ],
+        }),
+    )
+    .await;
+    let token = account(admin, jobs, "reader").await;
+    for (ns, role) in [(agents, "agent-proxy"), (jobs, "log-reader")] {
+        create::<RoleBinding>(
+            admin,
+            ns,
+            json!({
+                "metadata": { "name": role },
+                "roleRef": { "apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role },
+                "subjects": [{ "kind": "ServiceAccount", "name": "reader", "namespace": jobs }],
+            }),
+        )
+        .await;
+    }
+    kubeconfig_with_token(sim, dir, "reader", &token, jobs)
 }
