@@ -31,6 +31,12 @@ pub mod condition_types {
     pub const COMPLETE: &str = "Complete";
     /// The application failed and will not be retried (terminal).
     pub const FAILED: &str = "Failed";
+    /// Whether the driver pod has been placed on a node: False with reason `WaitingForCapacity` while the
+    /// scheduler finds no room for it yet (it waits instead of failing), True once it is placed.
+    pub const DRIVER_SCHEDULED: &str = "DriverScheduled";
+    /// True while the driver runs and some of its executors have waited for capacity longer than the
+    /// controller's starvation threshold (drivers holding the room their executors need).
+    pub const EXECUTORS_STARVED: &str = "ExecutorsStarved";
 }
 
 fn is_zero(value: &i32) -> bool {

@@ -58,9 +58,22 @@ pub struct ControllerArgs {
     pub status_byte_budget: usize,
 
     /// Seconds a driver may be stuck in ImagePullBackOff, ErrImagePull, CreateContainerConfigError,
-    /// InvalidImageName or Unschedulable before the attempt fails with that reason; 0: wait forever.
+    /// InvalidImageName or Unschedulable (no node could take it) before the attempt fails with that
+    /// reason; 0: wait forever.
     #[arg(long, default_value_t = 300)]
     pub driver_start_timeout: u64,
+
+    /// Seconds a driver may wait for capacity (unschedulable only for lack of cpu, memory or pods on nodes
+    /// that would otherwise take it) before the attempt fails; 0: as long as it takes. Such a driver has
+    /// the condition DriverScheduled=False, reason WaitingForCapacity, and is not subject to
+    /// --driver-start-timeout.
+    #[arg(long, default_value_t = 0)]
+    pub driver_capacity_timeout: u64,
+
+    /// Seconds executors of a running driver may wait for capacity before the application gets the
+    /// condition ExecutorsStarved (pointing to gang scheduling); 0: never.
+    #[arg(long, default_value_t = 600)]
+    pub executor_starvation_threshold: u64,
 
     /// Seconds after a submission during which a missing driver pod is put down to cache lag.
     #[arg(long, default_value_t = 10)]
@@ -152,6 +165,10 @@ impl ControllerArgs {
                 .then(|| Duration::from_secs(self.driver_start_timeout)),
             driver_pod_creation_grace: Duration::from_secs(self.driver_pod_creation_grace_period),
             default_ttl: (self.default_ttl > 0).then(|| Duration::from_secs(self.default_ttl)),
+            capacity_timeout: (self.driver_capacity_timeout > 0)
+                .then(|| Duration::from_secs(self.driver_capacity_timeout)),
+            executor_starvation_threshold: (self.executor_starvation_threshold > 0)
+                .then(|| Duration::from_secs(self.executor_starvation_threshold)),
             ..Timing::default()
         }
     }

@@ -56,6 +56,9 @@ pub struct PodCondition {
     pub reason: Option<String>,
     #[serde(default, deserialize_with = "lenient", skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// When an executor started waiting for capacity (the Unschedulable condition's transition).
+    #[serde(default, deserialize_with = "lenient", skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<Time>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -205,6 +205,7 @@ fn decide_never_panics_and_always_asks_for_a_bounded_requeue() {
                 recorded_spec_hash: recorded,
                 spec_hash: if recorded == Some("h") { "h" } else { &hash },
                 spec_errors: &[],
+                executors_waiting_since: None,
             };
             let decision = state::decide(&input);
             if let Some(requeue) = decision.requeue {

@@ -1,5 +1,5 @@
-//! Kubernetes Events for every state transition of an application (`kubectl describe sparkapp` lists
-//! them), through kube-runtime's `Recorder` (events.k8s.io/v1, repeated events aggregated as a series).
+//! Kubernetes Events for every state transition of an application and every noticed condition change
+//! (`kubectl describe sparkapp` lists them), through kube-runtime's `Recorder` (events.k8s.io/v1, repeated events aggregated as a series).
 //!
 //! A failed Event is logged, never fatal: the status is the record, Events are the narrative.
 
@@ -9,7 +9,7 @@ use spark_operator_api::SparkApplication;
 use spark_operator_runtime::error_chain::kube_error;
 
 use crate::app::observe::truncate_utf8;
-use crate::app::state::Transition;
+use crate::app::state::{Notice, Transition};
 
 /// Events' notes are limited to 1 kB by the API.
 const MAX_NOTE_BYTES: usize = 1000;
@@ -71,6 +71,29 @@ impl Events {
             tracing::warn!(
                 app = app.metadata.name.as_deref().unwrap_or_default(),
                 reason = transition.reason,
+                error = %kube_error(&error),
+                "could not publish an event"
+            );
+        }
+    }
+
+    /// One Event per noticed condition change (waiting for capacity, starved executors).
+    pub async fn notice(&self, app: &SparkApplication, notice: &Notice) {
+        let event = Event {
+            type_: if notice.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: notice.reason.to_owned(),
+            note: Some(truncate_utf8(&notice.message, MAX_NOTE_BYTES)),
+            action: "ObserveDriver".to_owned(),
+            secondary: None,
+        };
+        if let Err(error) = self.recorder.publish(&event, &app.object_ref(&())).await {
+            tracing::warn!(
+                app = app.metadata.name.as_deref().unwrap_or_default(),
+                reason = notice.reason,
                 error = %kube_error(&error),
                 "could not publish an event"
             );

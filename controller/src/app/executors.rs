@@ -170,6 +170,8 @@ pub struct Tracker {
     pub last_fold: Option<std::time::Instant>,
     /// The uid of this submission's driver pod, once seen: executors count only when owned by it.
     pub driver_uid: Option<String>,
+    /// Pending executors unschedulable for lack of room, by pod name: since when.
+    capacity_waits: HashMap<String, Timestamp>,
 }
 
 impl Tracker {
@@ -222,12 +224,22 @@ impl Tracker {
 
     /// An executor pod was added or changed.
     pub fn observe(&mut self, pod: &ExecutorPod, now: Timestamp, limits: Limits) {
+        match pod.capacity_wait_since {
+            Some(since) => self.capacity_waits.insert(pod.name.clone(), since),
+            None => self.capacity_waits.remove(&pod.name),
+        };
         self.record(pod, pod.state, pod.termination.clone(), now, limits);
+    }
+
+    /// Since when the longest-waiting executor has waited for room on some node, if any waits.
+    pub fn oldest_capacity_wait(&self) -> Option<Timestamp> {
+        self.capacity_waits.values().min().copied()
     }
 
     /// An executor pod was deleted; `last` is its last known state. One deleted before its container
     /// reported an exit is counted as Unknown: nobody saw how it ended.
     pub fn observe_deletion(&mut self, last: &ExecutorPod, now: Timestamp, limits: Limits) {
+        self.capacity_waits.remove(&last.name);
         let state = if last.state.is_terminal() {
             last.state
         } else {
@@ -284,6 +296,7 @@ impl Tracker {
             ExecutorState::Failed
         };
         let (name, id) = (report.pod_name.as_str(), report.executor_id);
+        self.capacity_waits.remove(name);
         if self.already_done(name, id) {
             if self.take_unknown(name, id) {
                 self.counts.transition(Some(ExecutorState::Unknown), state);
@@ -424,6 +437,7 @@ impl Tracker {
                 state: *state,
                 node_name: None,
                 termination: None,
+                capacity_wait_since: None,
             })
             .collect();
         for pod in gone {
@@ -492,6 +506,7 @@ impl Tracker {
             + self.unknown.intervals()
             + self.unknown_names.len()
             + self.recent.len()
+            + self.capacity_waits.len()
     }
 }
 
@@ -504,6 +519,7 @@ fn reported_pod(report: &TerminationRecord, state: ExecutorState, submission_id:
         state,
         node_name: report.node_name.clone(),
         termination: Some(report.clone()),
+        capacity_wait_since: None,
     }
 }
 
@@ -578,6 +594,7 @@ mod tests {
             submission_id: Some("s".into()),
             state,
             node_name: Some("node-1".into()),
+            capacity_wait_since: None,
             termination: (state == ExecutorState::Failed).then(|| TerminationRecord {
                 pod_name: format!("app-exec-{id}"),
                 exit_code: Some(137),
@@ -933,5 +950,22 @@ mod tests {
         assert!(executors.get("ns", "app", "s").is_some());
         executors.remove("ns", "app");
         assert!(executors.is_empty());
+    }
+
+    #[test]
+    fn the_oldest_capacity_wait_follows_pending_executors() {
+        let mut t = Tracker::default();
+        let waiting = |id: i64, since: i64| ExecutorPod {
+            capacity_wait_since: Some(Timestamp::from_second(since).unwrap()),
+            ..exec(id, ExecutorState::Pending)
+        };
+        t.observe(&waiting(1, 50), now(), LIMITS);
+        t.observe(&waiting(2, 20), now(), LIMITS);
+        assert_eq!(t.oldest_capacity_wait(), Some(Timestamp::from_second(20).unwrap()));
+        // Placed: it no longer waits; the other one does.
+        t.observe(&exec(2, ExecutorState::Running), now(), LIMITS);
+        assert_eq!(t.oldest_capacity_wait(), Some(Timestamp::from_second(50).unwrap()));
+        t.observe_deletion(&exec(1, ExecutorState::Pending), now(), LIMITS);
+        assert_eq!(t.oldest_capacity_wait(), None);
     }
 }

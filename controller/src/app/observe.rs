@@ -22,12 +22,67 @@ pub const STUCK_WAITING_REASONS: [&str; 4] = [
 /// The PodScheduled condition reason of a pod no node can take.
 pub const UNSCHEDULABLE: &str = "Unschedulable";
 
-/// Why a pod has not started yet, when that needs a human.
+/// Why a pod has not started yet: something that needs a human, or room the cluster does not have yet.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StartProblem {
     /// ImagePullBackOff, ErrImagePull, CreateContainerConfigError, InvalidImageName or Unschedulable.
     pub reason: String,
     pub message: String,
+    /// Unschedulable only for lack of cpu, memory, pods or another resource on some node that would
+    /// otherwise take the pod (see [`waits_for_capacity`]): it will start once room frees up.
+    pub waiting_for_capacity: bool,
+}
+
+/// Whether a scheduler's Unschedulable message means some node would take the pod once it has room,
+/// rather than no node ever could (selector, affinity, taints, cordoned nodes).
+///
+/// The DefaultPreemption part of the message says it per node: "No preemption victims found for incoming
+/// pod" is written for nodes that failed only on resources, "Preemption is not helpful for scheduling"
+/// for the others. Without that part (older schedulers, preemption disabled) the filter part decides:
+/// the scheduler stops at a node's first failing filter plugin, and every reason that is not a resource
+/// one (`Insufficient <resource>`, `Too many pods`, both from NodeResourcesFit) is one node, so fewer
+/// such reasons than nodes leaves a node that failed on resources alone.
+pub fn waits_for_capacity(message: &str) -> bool {
+    let (filters, preemption) = match message.split_once(" preemption: ") {
+        Some((filters, preemption)) => (filters, Some(preemption)),
+        None => (message, None),
+    };
+    if let Some(preemption) = preemption
+        && let Some(counts) = reason_counts(preemption)
+        && counts.iter().any(|(_, reason)| {
+            reason.starts_with("Preemption is not helpful") || reason.starts_with("No preemption victims")
+        })
+    {
+        return counts
+            .iter()
+            .any(|(n, reason)| *n > 0 && reason.starts_with("No preemption victims found"));
+    }
+    let Some((nodes, counts)) = node_total(filters).zip(reason_counts(filters)) else {
+        return false;
+    };
+    let resource = |reason: &str| reason.starts_with("Insufficient ") || reason == "Too many pods";
+    let other_nodes: u64 = counts.iter().filter(|(_, r)| !resource(r)).map(|(n, _)| n).sum();
+    nodes > 0 && counts.iter().any(|(_, r)| resource(r)) && other_nodes < nodes
+}
+
+/// `N` of "0/N nodes are available: …".
+fn node_total(message: &str) -> Option<u64> {
+    let (_, rest) = message.split_once("0/")?;
+    rest.split_once(' ')?.0.parse().ok()
+}
+
+/// The "<count> <reason>" items after "nodes are available: ", without the final period.
+fn reason_counts(message: &str) -> Option<Vec<(u64, String)>> {
+    let (_, list) = message.split_once("nodes are available: ")?;
+    let list = list.trim_end().trim_end_matches('.');
+    Some(
+        list.split(", ")
+            .filter_map(|item| {
+                let (n, reason) = item.trim().split_once(' ')?;
+                Some((n.parse().ok()?, reason.trim_end_matches('.').to_owned()))
+            })
+            .collect(),
+    )
 }
 
 /// A pod deletion in progress.
@@ -132,6 +187,7 @@ fn start_problem(pod: &SparkPod, container: &str) -> Option<StartProblem> {
             return Some(StartProblem {
                 reason: reason.to_owned(),
                 message: waiting.message.clone().unwrap_or_default(),
+                waiting_for_capacity: false,
             });
         }
     }
@@ -139,9 +195,11 @@ fn start_problem(pod: &SparkPod, container: &str) -> Option<StartProblem> {
         .conditions
         .iter()
         .find(|c| c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some(UNSCHEDULABLE))?;
+    let message = unschedulable.message.clone().unwrap_or_default();
     Some(StartProblem {
         reason: UNSCHEDULABLE.to_owned(),
-        message: unschedulable.message.clone().unwrap_or_default(),
+        waiting_for_capacity: waits_for_capacity(&message),
+        message,
     })
 }
 
@@ -193,6 +251,23 @@ pub struct ExecutorPod {
     pub node_name: Option<String>,
     /// Set when the executor container terminated.
     pub termination: Option<TerminationRecord>,
+    /// Since when the pod has been unschedulable for lack of room (see [`waits_for_capacity`]).
+    pub capacity_wait_since: Option<Timestamp>,
+}
+
+/// Since when a pending pod has waited for capacity: its Unschedulable condition's transition time (else
+/// its creation), if that condition says only room is missing.
+fn capacity_wait_since(pod: &SparkPod) -> Option<Timestamp> {
+    let condition = pod
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "PodScheduled" && c.status == "False" && c.reason.as_deref() == Some(UNSCHEDULABLE))?;
+    if !waits_for_capacity(condition.message.as_deref().unwrap_or_default()) {
+        return None;
+    }
+    timestamp(condition.last_transition_time.as_ref()).or_else(|| timestamp(pod.metadata.creation_timestamp.as_ref()))
 }
 
 /// The facts about an executor pod, or None when the pod is not an executor.
@@ -221,6 +296,11 @@ pub fn executor_pod(pod: &SparkPod) -> Option<ExecutorPod> {
         submission_id: submission_id(pod).map(str::to_owned),
         state,
         node_name: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+        capacity_wait_since: if state == ExecutorState::Pending {
+            capacity_wait_since(pod)
+        } else {
+            None
+        },
         termination,
     })
 }
@@ -311,5 +391,61 @@ mod tests {
     fn truncation_respects_character_boundaries() {
         assert_eq!(truncate_utf8("héllo", 2), "h");
         assert_eq!(truncate_utf8("abc", 10), "abc");
+    }
+
+    #[test]
+    fn unschedulable_for_room_alone_waits_for_capacity() {
+        // As kube-scheduler 1.33 writes them (the sim's placement.rs reproduces the format).
+        for (message, waits) in [
+            (
+                "0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.",
+                true,
+            ),
+            (
+                "0/3 nodes are available: 1 Insufficient cpu, 1 Insufficient memory, 2 node(s) had untolerated taint {dedicated: spark}. preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, 2 Preemption is not helpful for scheduling.",
+                true,
+            ),
+            (
+                "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.",
+                false,
+            ),
+            (
+                "0/2 nodes are available: 1 node(s) were unschedulable, 1 node(s) had untolerated taint {a: b}. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
+                false,
+            ),
+            // Without the preemption part: one non-resource reason per node; fewer of them than nodes
+            // leaves a node short only of room.
+            (
+                "0/3 nodes are available: 2 Insufficient cpu, 2 Insufficient memory, 1 node(s) had untolerated taint {a: b}.",
+                true,
+            ),
+            (
+                "0/3 nodes are available: 1 Too many pods, 3 node(s) didn't match Pod's node affinity/selector.",
+                false,
+            ),
+            ("0/5 nodes are available: 5 Too many pods.", true),
+            ("no nodes available to schedule pods", false),
+            ("", false),
+        ] {
+            assert_eq!(waits_for_capacity(message), waits, "{message}");
+        }
+    }
+
+    #[test]
+    fn a_pending_executor_short_of_room_says_since_when() {
+        let executor = pod(json!({
+            "metadata": {"name": "e", "labels": {"spark-role": "executor", "spark-exec-id": "3"},
+                "creationTimestamp": "2024-01-01T00:00:00Z"},
+            "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+                "reason": "Unschedulable", "lastTransitionTime": "2024-01-01T00:00:05Z",
+                "message": "0/3 nodes are available: 3 Insufficient memory."}]}
+        }));
+        let facts = executor_pod(&executor).unwrap();
+        assert_eq!(facts.capacity_wait_since, Some("2024-01-01T00:00:05Z".parse().unwrap()));
+        let mut tainted = executor.clone();
+        if let Some(c) = tainted.status.as_mut().and_then(|s| s.conditions.first_mut()) {
+            c.message = Some("0/3 nodes are available: 3 node(s) had untolerated taint {a: b}.".into());
+        }
+        assert_eq!(executor_pod(&tainted).unwrap().capacity_wait_since, None);
     }
 }

@@ -31,7 +31,7 @@ use crate::app::context::Ctx;
 use crate::app::driver_finalizer;
 use crate::app::observe::{self, DriverPod};
 use crate::app::poison;
-use crate::app::state::{self, Action as Do, Decision, DriverObservation, Transition};
+use crate::app::state::{self, Action as Do, Decision, DriverObservation, Notice, Transition};
 use crate::app::status;
 use crate::app::submit::{self, Submitted};
 use crate::metrics::Live;
@@ -323,6 +323,12 @@ async fn reconcile_once(app: &Arc<SparkApplication>, api: &Api<SparkApplication>
         .cloned();
     let new_id = uuid::Uuid::new_v4().to_string();
     let now = Timestamp::now();
+    let executors_waiting_since = match (ctx.executors.lock(), app.status.as_ref()) {
+        (Ok(executors), Some(status)) => executors
+            .get(&namespace, &name, &status.submission_id)
+            .and_then(|t| t.oldest_capacity_wait()),
+        _ => None,
+    };
     let decision = state::decide(&state::Input {
         app,
         driver: &driver.observation,
@@ -332,12 +338,14 @@ async fn reconcile_once(app: &Arc<SparkApplication>, api: &Api<SparkApplication>
         recorded_spec_hash: recorded.as_deref(),
         spec_hash: &hash,
         spec_errors: &errors,
+        executors_waiting_since,
     });
     let Decision {
         status: wanted,
         actions,
         requeue,
         transitions,
+        notices,
         ..
     } = decision;
 
@@ -345,7 +353,7 @@ async fn reconcile_once(app: &Arc<SparkApplication>, api: &Api<SparkApplication>
     if actions.contains(&Do::RecordSpecHash) {
         current = Arc::new(record_spec_hash(api, &current, &hash).await?);
     }
-    let (written, fold_in) = write_status(ctx, api, &current, wanted, &transitions).await?;
+    let (written, fold_in) = write_status(ctx, api, &current, wanted, &transitions, &notices).await?;
     current = written;
 
     let mut requeue = match (requeue, fold_in) {
@@ -371,7 +379,7 @@ async fn reconcile_once(app: &Arc<SparkApplication>, api: &Api<SparkApplication>
                     Submitted::Done(outcome) => {
                         let stored = current.status.clone().unwrap_or_default();
                         let after = state::after_submit(&current, &stored, &outcome, Timestamp::now());
-                        current = write_status(ctx, api, &current, after.status, &after.transitions)
+                        current = write_status(ctx, api, &current, after.status, &after.transitions, &after.notices)
                             .await?
                             .0;
                     }
@@ -487,6 +495,7 @@ async fn write_status(
     app: &Arc<SparkApplication>,
     mut wanted: SparkApplicationStatus,
     transitions: &[Transition],
+    notices: &[Notice],
 ) -> Result<(Arc<SparkApplication>, Option<Duration>), Error> {
     let namespace = app.metadata.namespace.as_deref().unwrap_or_default();
     let name = app.metadata.name.clone().unwrap_or_default();
@@ -533,6 +542,16 @@ async fn write_status(
             "state transition"
         );
         ctx.events.transition(&written, transition).await;
+    }
+    for notice in notices {
+        tracing::info!(
+            app = name,
+            namespace,
+            reason = notice.reason,
+            message = notice.message,
+            "condition changed"
+        );
+        ctx.events.notice(&written, notice).await;
     }
     Ok((Arc::new(written), fold_in))
 }

@@ -8,6 +8,10 @@
 //!   pod still shows nothing while a node agent recorded its end.
 //! - A driver stuck in ImagePullBackOff, ErrImagePull, CreateContainerConfigError, InvalidImageName or
 //!   Unschedulable beyond `driver_start_timeout` fails the attempt with that reason, then retries per policy.
+//! - Waiting for capacity is not failing: a driver unschedulable only for lack of room on nodes that would
+//!   otherwise take it gets `DriverScheduled=False, WaitingForCapacity` and waits (up to the separate,
+//!   optional `capacity_timeout`). A running driver whose executors have waited for room longer than
+//!   `executor_starvation_threshold` gets `ExecutorsStarved=True`.
 //! - Our own SIGTERM (suspend, invalidate, rerun) is never read as a failure: those states ignore the
 //!   driver's exit.
 //! - Every transition yields an app-level event, SUCCEEDING→COMPLETED and FAILING→FAILED included.
@@ -41,6 +45,7 @@ use spark_operator_api::status::{DriverInfo, SparkApplicationStatus, Termination
 
 use crate::app::conditions;
 use crate::app::observe::DriverPod;
+use spark_operator_api::status::condition_types::{DRIVER_SCHEDULED, EXECUTORS_STARVED};
 
 /// Time limits of the state machine.
 #[derive(Clone, Debug, PartialEq)]
@@ -54,6 +59,10 @@ pub struct Timing {
     /// How long past its deletion deadline a deleted driver pod may go without reporting an exit before
     /// it is recorded as deleted without one (its node is gone).
     pub deletion_slack: Duration,
+    /// How long a driver may wait for capacity before the attempt fails; None: as long as it takes.
+    pub capacity_timeout: Option<Duration>,
+    /// How long executors of a running driver may wait for capacity before `ExecutorsStarved`; None: never.
+    pub executor_starvation_threshold: Option<Duration>,
 }
 
 impl Default for Timing {
@@ -63,6 +72,8 @@ impl Default for Timing {
             driver_pod_creation_grace: Duration::from_secs(10),
             default_ttl: None,
             deletion_slack: Duration::from_secs(30),
+            capacity_timeout: None,
+            executor_starvation_threshold: Some(Duration::from_secs(600)),
         }
     }
 }
@@ -89,6 +100,8 @@ pub struct Input<'a> {
     pub spec_hash: &'a str,
     /// Validation errors of the spec, one line each; an invalid new application fails at once.
     pub spec_errors: &'a [String],
+    /// Since when the longest-waiting executor of the current submission has waited for capacity.
+    pub executors_waiting_since: Option<Timestamp>,
 }
 
 /// Something the reconciler must do, in this order, after writing the status.
@@ -114,6 +127,14 @@ pub struct Transition {
     pub warning: bool,
 }
 
+/// Something worth an Event that is not a state transition: a condition that changed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Notice {
+    pub reason: &'static str,
+    pub message: String,
+    pub warning: bool,
+}
+
 /// What to do.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Decision {
@@ -124,6 +145,7 @@ pub struct Decision {
     pub actions: Vec<Action>,
     pub requeue: Option<Duration>,
     pub transitions: Vec<Transition>,
+    pub notices: Vec<Notice>,
 }
 
 impl Decision {
@@ -134,7 +156,39 @@ impl Decision {
             actions: Vec::new(),
             requeue: None,
             transitions: Vec::new(),
+            notices: Vec::new(),
         }
+    }
+
+    /// Sets a condition; a change of its status or reason is also noticed (an Event).
+    fn flag(
+        &mut self,
+        input: &Input<'_>,
+        type_: &str,
+        status: bool,
+        reason: &'static str,
+        message: String,
+        warning: bool,
+    ) {
+        let wanted = if status { "True" } else { "False" };
+        let changed =
+            conditions::get(&self.status.conditions, type_).is_none_or(|c| c.status != wanted || c.reason != reason);
+        if changed {
+            self.notices.push(Notice {
+                reason,
+                message: message.clone(),
+                warning,
+            });
+        }
+        conditions::set(
+            &mut self.status.conditions,
+            type_,
+            status,
+            reason,
+            message,
+            input.now,
+            input.app.metadata.generation,
+        );
     }
 
     fn act(&mut self, action: Action) {
@@ -185,6 +239,16 @@ pub mod reasons {
     pub const SUSPENDED: &str = "SparkApplicationSuspended";
     pub const RESUMING: &str = "SparkApplicationResuming";
     pub const INVALID: &str = "SparkApplicationInvalid";
+    /// The driver waits for room on a node (condition DriverScheduled=False).
+    pub const WAITING_FOR_CAPACITY: &str = "WaitingForCapacity";
+    /// The driver was placed on a node after waiting (condition DriverScheduled=True).
+    pub const DRIVER_SCHEDULED: &str = "DriverScheduled";
+    /// A driver no node can take (condition DriverScheduled=False).
+    pub const UNSCHEDULABLE: &str = "Unschedulable";
+    /// Executors of a running driver waited for room past the threshold (condition ExecutorsStarved=True).
+    pub const EXECUTORS_STARVED: &str = "ExecutorsStarved";
+    /// Executors stopped waiting for room (condition ExecutorsStarved=False).
+    pub const EXECUTORS_FED: &str = "ExecutorsScheduled";
 }
 
 /// Hash of the parts of the spec whose change reruns the application: everything but `suspend` and
@@ -498,7 +562,36 @@ fn follow_driver(input: &Input<'_>, d: &mut Decision) {
         }
         d.requeue_in(give_up.duration_since(input.now));
     }
-    if let (Some(problem), Some(timeout)) = (&pod.start_problem, input.timing.driver_start_timeout) {
+    if let Some(problem) = pod.start_problem.as_ref().filter(|p| p.waiting_for_capacity) {
+        if let Some(record) = wait_for_capacity(input, d, pod, problem) {
+            d.act(Action::DeleteDriver {
+                pod_name: pod.name.clone(),
+            });
+            return finish_run(input, d, record);
+        }
+    } else if let Some(problem) = &pod.start_problem {
+        d.flag(
+            input,
+            DRIVER_SCHEDULED,
+            false,
+            reasons::UNSCHEDULABLE,
+            format!("driver pod {}: {}", pod.name, problem.message),
+            true,
+        );
+    } else if conditions::get(&d.status.conditions, DRIVER_SCHEDULED).is_some_and(|c| c.status != "True") {
+        d.flag(
+            input,
+            DRIVER_SCHEDULED,
+            true,
+            reasons::DRIVER_SCHEDULED,
+            format!("driver pod {} was placed on a node", pod.name),
+            false,
+        );
+    }
+    if let (Some(problem), Some(timeout)) = (
+        pod.start_problem.as_ref().filter(|p| !p.waiting_for_capacity),
+        input.timing.driver_start_timeout,
+    ) {
         let since = pod
             .created_at
             .or_else(|| d.status.last_submission_attempt_time.as_ref().map(|t| t.0))
@@ -551,6 +644,7 @@ fn follow_driver(input: &Input<'_>, d: &mut Decision) {
         DriverState::Unknown => (S::Unknown, reasons::DRIVER_UNKNOWN, true),
     };
     if to == S::Running {
+        executors_starved(input, d);
         conditions::set(
             &mut d.status.conditions,
             conditions::RUNNING,
@@ -563,6 +657,89 @@ fn follow_driver(input: &Input<'_>, d: &mut Decision) {
     }
     if d.status.application_state.state != to {
         d.go(to, reason, format!("driver pod {} is {}", pod.name, pod.state), warning);
+    }
+}
+
+/// A driver waiting for room: `DriverScheduled=False, WaitingForCapacity`, requeued for the capacity
+/// timeout if one is set; the termination to record once it has passed.
+fn wait_for_capacity(
+    input: &Input<'_>,
+    d: &mut Decision,
+    pod: &DriverPod,
+    problem: &crate::app::observe::StartProblem,
+) -> Option<TerminationRecord> {
+    d.flag(
+        input,
+        DRIVER_SCHEDULED,
+        false,
+        reasons::WAITING_FOR_CAPACITY,
+        format!("driver pod {} waits for room on a node: {}", pod.name, problem.message),
+        false,
+    );
+    let timeout = input.timing.capacity_timeout?;
+    let since = pod.created_at.unwrap_or(input.now);
+    let deadline = later(since, SignedDuration::try_from(timeout).unwrap_or_default());
+    if input.now < deadline {
+        d.requeue_in(deadline.duration_since(input.now));
+        return None;
+    }
+    Some(TerminationRecord {
+        pod_name: pod.name.clone(),
+        reason: Some(problem.reason.clone()),
+        message: Some(format!(
+            "the driver waited for capacity longer than {}s: {}",
+            timeout.as_secs(),
+            problem.message
+        )),
+        finished_at: Some(seconds(input.now)),
+        observed_by: Some(spark_operator_api::state::TerminationObserver::PodWatch),
+        ..TerminationRecord::default()
+    })
+}
+
+/// A running driver: `ExecutorsStarved` while some executor has waited for room past the threshold.
+fn executors_starved(input: &Input<'_>, d: &mut Decision) {
+    let Some(threshold) = input.timing.executor_starvation_threshold else {
+        return;
+    };
+    let starved_since = input.executors_waiting_since.map(|since| {
+        (
+            since,
+            later(since, SignedDuration::try_from(threshold).unwrap_or_default()),
+        )
+    });
+    match starved_since {
+        Some((since, deadline)) if input.now >= deadline => {
+            let waited = input.now.duration_since(since).as_secs();
+            d.flag(
+                input,
+                EXECUTORS_STARVED,
+                true,
+                reasons::EXECUTORS_STARVED,
+                format!(
+                    "executors have waited {waited}s for room on a node while the driver holds its own; when \
+                     many applications start at once their drivers can take all the room their executors need. \
+                     Gang scheduling (spec.batchScheduler: volcano or yunikorn) starts an application only when \
+                     its driver and executors fit together"
+                ),
+                true,
+            );
+        }
+        waiting => {
+            if let Some((_, deadline)) = waiting {
+                d.requeue_in(deadline.duration_since(input.now));
+            }
+            if conditions::get(&d.status.conditions, EXECUTORS_STARVED).is_some_and(|c| c.status == "True") {
+                d.flag(
+                    input,
+                    EXECUTORS_STARVED,
+                    false,
+                    reasons::EXECUTORS_FED,
+                    "no executor waits for room past the threshold".to_owned(),
+                    false,
+                );
+            }
+        }
     }
 }
 
@@ -606,6 +783,18 @@ fn finish_run(input: &Input<'_>, d: &mut Decision, record: TerminationRecord) {
         input.now,
         input.app.metadata.generation,
     );
+    if conditions::get(&d.status.conditions, EXECUTORS_STARVED).is_some_and(|c| c.status == "True") {
+        // Starvation ends with the run; a finished application must not claim its executors still wait.
+        conditions::set(
+            &mut d.status.conditions,
+            EXECUTORS_STARVED,
+            false,
+            "DriverTerminated",
+            "the run ended",
+            input.now,
+            input.app.metadata.generation,
+        );
+    }
     d.status.termination_time = Some(record.finished_at.clone().unwrap_or_else(|| seconds(input.now)));
     if record.succeeded() {
         d.status.application_state.error_message.clear();

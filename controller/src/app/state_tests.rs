@@ -110,6 +110,7 @@ fn stuck(reason: &str) -> DriverPod {
     p.start_problem = Some(StartProblem {
         reason: reason.into(),
         message: "details".into(),
+        waiting_for_capacity: false,
     });
     p
 }
@@ -130,6 +131,7 @@ fn run_recorded(app: &SparkApplication, driver: DriverObservation, now: i64, rec
         recorded_spec_hash: recorded,
         spec_hash: &hash,
         spec_errors: &[],
+        executors_waiting_since: None,
     })
 }
 
@@ -783,6 +785,7 @@ fn invalid_specs_fail_with_the_field_errors() {
         recorded_spec_hash: None,
         spec_hash: &hash,
         spec_errors: &errors,
+        executors_waiting_since: None,
     });
     assert_eq!(d.status.application_state.state, S::Failed);
     assert!(d.status.application_state.error_message.contains("spec.image"));
@@ -814,4 +817,151 @@ fn deleted_applications_are_left_to_garbage_collection() {
     a.metadata.deletion_timestamp = Some(time(10));
     let d = run(&a, present(pod(DriverState::Running)), 20);
     assert!(d.actions.is_empty() && d.transitions.is_empty());
+}
+
+fn waiting_for_room() -> DriverPod {
+    let mut p = pod(DriverState::Pending);
+    p.start_problem = Some(StartProblem {
+        reason: "Unschedulable".into(),
+        message: "0/3 nodes are available: 3 Insufficient cpu.".into(),
+        waiting_for_capacity: true,
+    });
+    p
+}
+
+fn decide_with(
+    app: &SparkApplication,
+    driver: DriverObservation,
+    now: i64,
+    timing: &Timing,
+    waiting: Option<i64>,
+) -> Decision {
+    let hash = spec_hash(app);
+    decide(&Input {
+        app,
+        driver: &driver,
+        now: at(now),
+        timing,
+        new_submission_id: NEW_ID,
+        recorded_spec_hash: Some(&hash),
+        spec_hash: &hash,
+        spec_errors: &[],
+        executors_waiting_since: waiting.map(at),
+    })
+}
+
+#[test]
+fn a_driver_waiting_for_capacity_waits_past_the_start_timeout() {
+    let a = app(never(), json!({"applicationState": {"state": "SUBMITTED"}}));
+    // Long past the 300 s start timeout that fails a driver no node could take.
+    let d = run(&a, present(waiting_for_room()), 3600);
+    assert_eq!(d.status.application_state.state, S::Submitted);
+    assert!(d.actions.is_empty(), "nothing is deleted: {:?}", d.actions);
+    let c = conditions::get(&d.status.conditions, "DriverScheduled").unwrap();
+    assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "WaitingForCapacity"));
+    assert!(c.message.contains("Insufficient cpu"), "{}", c.message);
+    assert_eq!(d.notices.len(), 1, "the first wait is an Event");
+    assert_eq!(d.notices[0].reason, reasons::WAITING_FOR_CAPACITY);
+
+    // Still waiting: the same condition, no second Event.
+    let mut again = a.clone();
+    again.status = Some(d.status.clone());
+    let d2 = run(&again, present(waiting_for_room()), 3700);
+    assert!(d2.notices.is_empty());
+
+    // Placed: DriverScheduled=True, noticed.
+    let d3 = run(&again, present(pod(DriverState::Running)), 3800);
+    let c = conditions::get(&d3.status.conditions, "DriverScheduled").unwrap();
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("True", reasons::DRIVER_SCHEDULED)
+    );
+    assert_eq!(d3.status.application_state.state, S::Running);
+}
+
+#[test]
+fn the_same_wait_without_the_capacity_distinction_fails_at_the_start_timeout() {
+    // The protection above is the capacity classification: a driver Unschedulable for a selector fails.
+    let a = app(never(), json!({"applicationState": {"state": "SUBMITTED"}}));
+    let mut no_node = waiting_for_room();
+    if let Some(p) = no_node.start_problem.as_mut() {
+        p.message = "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector.".into();
+        p.waiting_for_capacity = false;
+    }
+    let d = run(&a, present(no_node), 300);
+    assert_eq!(d.status.application_state.state, S::Failed);
+    assert_eq!(d.transitions[0].reason, reasons::DRIVER_START_TIMEOUT);
+    let record = d.status.driver_termination.unwrap();
+    assert_eq!(record.reason.as_deref(), Some("Unschedulable"));
+    assert!(record.message.unwrap().contains("node affinity/selector"));
+}
+
+#[test]
+fn the_optional_capacity_timeout_fails_a_driver_that_waited_too_long() {
+    let a = app(never(), json!({"applicationState": {"state": "SUBMITTED"}}));
+    let timing = Timing {
+        capacity_timeout: Some(Duration::from_secs(1800)),
+        ..Timing::default()
+    };
+    let early = decide_with(&a, present(waiting_for_room()), 1000, &timing, None);
+    assert_eq!(early.status.application_state.state, S::Submitted);
+    assert_eq!(early.requeue, Some(Duration::from_secs(800)));
+    let late = decide_with(&a, present(waiting_for_room()), 1800, &timing, None);
+    assert_eq!(late.status.application_state.state, S::Failed);
+    assert_eq!(late.actions, vec![delete_driver()]);
+    assert!(
+        late.status
+            .application_state
+            .error_message
+            .contains("waited for capacity longer than 1800s"),
+        "{}",
+        late.status.application_state.error_message
+    );
+}
+
+#[test]
+fn executors_starved_past_the_threshold_is_a_condition_that_clears() {
+    let a = app(never(), json!({}));
+    let timing = Timing::default();
+    // Waiting since 100 s: the 600 s threshold is at 700.
+    let before = decide_with(&a, present(pod(DriverState::Running)), 650, &timing, Some(100));
+    assert!(conditions::get(&before.status.conditions, "ExecutorsStarved").is_none());
+    assert_eq!(
+        before.requeue,
+        Some(Duration::from_secs(50)),
+        "requeued at the threshold"
+    );
+
+    let after = decide_with(&a, present(pod(DriverState::Running)), 700, &timing, Some(100));
+    let c = conditions::get(&after.status.conditions, "ExecutorsStarved").unwrap();
+    assert_eq!(c.status, "True");
+    assert!(
+        c.message.contains("batchScheduler"),
+        "points to gang scheduling: {}",
+        c.message
+    );
+    assert_eq!(after.notices[0].reason, reasons::EXECUTORS_STARVED);
+    assert!(after.notices[0].warning);
+
+    let mut starved = a.clone();
+    starved.status = Some(after.status.clone());
+    let fed = decide_with(&starved, present(pod(DriverState::Running)), 800, &timing, None);
+    let c = conditions::get(&fed.status.conditions, "ExecutorsStarved").unwrap();
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("False", reasons::EXECUTORS_FED)
+    );
+
+    // The run ending clears it as well.
+    let ended = decide_with(&starved, present(exited(0)), 800, &timing, Some(100));
+    let c = conditions::get(&ended.status.conditions, "ExecutorsStarved").unwrap();
+    assert_eq!(c.status, "False");
+
+    // Switched off: never.
+    let off = Timing {
+        executor_starvation_threshold: None,
+        ..Timing::default()
+    };
+    let d = decide_with(&a, present(pod(DriverState::Running)), 10_000, &off, Some(100));
+    assert!(conditions::get(&d.status.conditions, "ExecutorsStarved").is_none());
 }

@@ -253,6 +253,7 @@ mod tests {
                 state: ExecutorState::Running,
                 node_name: Some(format!("node-{}", id % 50)),
                 termination: None,
+                capacity_wait_since: None,
             };
             tracker.observe(&pod, now, limits);
             if id % 3 == 0 {
