@@ -1,65 +1,97 @@
-//! A SparkApplication as the watch delivers it: decoded, or unreadable. The CRD accepts more than the
-//! Rust types can hold (objects stored before the CRD was tightened; embedded core/v1 objects kept as
+//! A watched custom object as the watch delivers it: decoded, or unreadable. The CRDs accept more than
+//! the Rust types can hold (objects stored before a CRD was tightened; embedded core/v1 objects kept as
 //! `x-kubernetes-preserve-unknown-fields`), and one such object must never fail the whole list: with a
 //! plain `Api<SparkApplication>` the watch's list fails, and after a restart nothing in any namespace is
 //! reconciled. Like kube's `DeserializeGuard`, but the unreadable case keeps the field that failed, so
-//! the application can be told which one.
+//! the object can be told which one.
 
 use std::borrow::Cow;
 use std::sync::Arc;
 
 use crate::application::SparkApplication;
+use crate::scheduled::ScheduledSparkApplication;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
-/// An application the controller cannot decode, with what it could read.
+/// An object the controller cannot decode, with what it could read.
 #[derive(Clone, Debug)]
-pub struct UnreadableApp {
+pub struct Unreadable {
     pub metadata: ObjectMeta,
     /// The field that failed and why (`spec.driver.cores: invalid value ...`); never the value itself,
     /// which may hold a credential.
     pub reason: String,
 }
 
-/// One watched application.
+/// One watched object.
 #[derive(Clone, Debug)]
-pub enum WatchedApp {
-    Readable(Arc<SparkApplication>),
-    Unreadable(Box<UnreadableApp>),
+pub enum Watched<K> {
+    Readable(Arc<K>),
+    Unreadable(Box<Unreadable>),
 }
 
-impl WatchedApp {
-    /// The application, when it decoded.
-    pub fn readable(&self) -> Option<&SparkApplication> {
+/// A watched SparkApplication.
+pub type WatchedApp = Watched<SparkApplication>;
+/// A watched ScheduledSparkApplication.
+pub type WatchedSchedule = Watched<ScheduledSparkApplication>;
+
+/// A kind that can be watched leniently: how to name the fields of an object that does not decode.
+pub trait Guarded: Resource<DynamicType = ()> + DeserializeOwned + Clone {
+    /// The fields that fail to decode, one line each (the structural walk `validate` uses).
+    fn field_errors(value: &Value) -> Vec<String>;
+}
+
+impl Guarded for SparkApplication {
+    fn field_errors(value: &Value) -> Vec<String> {
+        crate::manifest::decode_spark_application(value)
+            .err()
+            .unwrap_or_default()
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+}
+
+impl Guarded for ScheduledSparkApplication {
+    fn field_errors(value: &Value) -> Vec<String> {
+        crate::manifest::decode_scheduled_spark_application(value)
+            .err()
+            .unwrap_or_default()
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+}
+
+impl<K: Guarded> Watched<K> {
+    /// The object, when it decoded.
+    pub fn readable(&self) -> Option<&K> {
         match self {
-            Self::Readable(app) => Some(app),
+            Self::Readable(object) => Some(object),
             Self::Unreadable(_) => None,
         }
     }
 
-    /// Decodes a raw object; a failure names the field (found with the structural walk `validate` uses,
-    /// run only on this rare path).
+    /// Decodes a raw object; a failure names the field (found with the structural walk, run only on this
+    /// rare path).
     pub fn decode(value: Value) -> Self {
-        match serde_path_to_error::deserialize::<_, SparkApplication>(&value) {
-            Ok(app) => Self::Readable(Arc::new(app)),
+        match serde_path_to_error::deserialize::<_, K>(&value) {
+            Ok(object) => Self::Readable(Arc::new(object)),
             Err(first) => {
                 let metadata = value
                     .get("metadata")
                     .cloned()
                     .and_then(|m| serde_json::from_value::<ObjectMeta>(m).ok())
                     .unwrap_or_default();
-                let reason = match crate::manifest::decode_spark_application(&value) {
-                    Err(errors) if !errors.is_empty() => errors
-                        .iter()
-                        .take(5)
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>()
-                        .join("; "),
-                    _ => format!("{}: {}", first.path(), redact(&first.inner().to_string())),
+                let errors = K::field_errors(&value);
+                let reason = if errors.is_empty() {
+                    format!("{}: {}", first.path(), redact(&first.inner().to_string()))
+                } else {
+                    errors.into_iter().take(5).collect::<Vec<_>>().join("; ")
                 };
-                Self::Unreadable(Box::new(UnreadableApp { metadata, reason }))
+                Self::Unreadable(Box::new(Unreadable { metadata, reason }))
             }
         }
     }
@@ -74,42 +106,42 @@ fn redact(message: &str) -> String {
     }
 }
 
-impl<'de> Deserialize<'de> for WatchedApp {
+impl<'de, K: Guarded> Deserialize<'de> for Watched<K> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         Value::deserialize(deserializer).map(Self::decode)
     }
 }
 
-impl Resource for WatchedApp {
+impl<K: Guarded> Resource for Watched<K> {
     type DynamicType = ();
-    type Scope = <SparkApplication as Resource>::Scope;
+    type Scope = K::Scope;
 
     fn kind(dt: &()) -> Cow<'_, str> {
-        SparkApplication::kind(dt)
+        K::kind(dt)
     }
 
     fn group(dt: &()) -> Cow<'_, str> {
-        SparkApplication::group(dt)
+        K::group(dt)
     }
 
     fn version(dt: &()) -> Cow<'_, str> {
-        SparkApplication::version(dt)
+        K::version(dt)
     }
 
     fn plural(dt: &()) -> Cow<'_, str> {
-        SparkApplication::plural(dt)
+        K::plural(dt)
     }
 
     fn meta(&self) -> &ObjectMeta {
         match self {
-            Self::Readable(app) => &app.metadata,
+            Self::Readable(object) => object.meta(),
             Self::Unreadable(unreadable) => &unreadable.metadata,
         }
     }
 
     fn meta_mut(&mut self) -> &mut ObjectMeta {
         match self {
-            Self::Readable(app) => &mut Arc::make_mut(app).metadata,
+            Self::Readable(object) => Arc::make_mut(object).meta_mut(),
             Self::Unreadable(unreadable) => &mut unreadable.metadata,
         }
     }
@@ -164,5 +196,29 @@ mod tests {
         let list: Vec<WatchedApp> =
             serde_json::from_value(json!([app(json!({"cores": 1})), app(json!({"cores": "x"}))])).unwrap();
         assert_eq!(list.iter().filter(|w| w.readable().is_some()).count(), 1);
+    }
+
+    #[test]
+    fn an_unreadable_schedule_names_its_field() {
+        let schedule = json!({
+            "apiVersion": "sparkoperator.k8s.io/v1beta2",
+            "kind": "ScheduledSparkApplication",
+            "metadata": { "name": "nightly", "namespace": "default", "uid": "u2" },
+            "spec": {
+                "schedule": "@every 1m",
+                "successfulRunHistoryLimit": "many",
+                "template": { "type": "Scala", "sparkVersion": "4.0.0", "driver": {}, "executor": {} }
+            }
+        });
+        let watched: WatchedSchedule = serde_json::from_value(schedule).unwrap();
+        let Watched::Unreadable(unreadable) = &watched else {
+            panic!("decoded")
+        };
+        assert_eq!(watched.meta().name.as_deref(), Some("nightly"));
+        assert!(
+            unreadable.reason.contains("spec.successfulRunHistoryLimit"),
+            "{}",
+            unreadable.reason
+        );
     }
 }

@@ -53,6 +53,16 @@ pub struct Metrics {
     /// Pods with the operator's labels that are not what they claim (not owned by their submission's
     /// driver, an executor id out of range): ignored.
     pub untrusted_pods: Counter,
+    /// ScheduledSparkApplication runs started by a tick.
+    pub scheduled_runs_started: Counter,
+    /// Ticks that started nothing (concurrencyPolicy Forbid, a run still active).
+    pub scheduled_runs_skipped: Counter,
+    /// Unfinished runs deleted for a new one (concurrencyPolicy Replace).
+    pub scheduled_runs_replaced: Counter,
+    /// Finished runs deleted beyond the history limits.
+    pub scheduled_runs_pruned: Counter,
+    /// Schedules found invalid (an unreadable schedule, zone or object).
+    pub scheduled_failed_validations: Counter,
     /// Failed reconciles by [`ErrorCategory`], in its order.
     reconcile_errors: [Counter; ErrorCategory::ALL.len()],
     /// Where the running counts come from at each scrape (see [`Live`]).
@@ -97,6 +107,11 @@ impl Default for Metrics {
             reconcile_panics: Counter::default(),
             unreadable_applications: Counter::default(),
             untrusted_pods: Counter::default(),
+            scheduled_runs_started: Counter::default(),
+            scheduled_runs_skipped: Counter::default(),
+            scheduled_runs_replaced: Counter::default(),
+            scheduled_runs_pruned: Counter::default(),
+            scheduled_failed_validations: Counter::default(),
             reconcile_errors: Default::default(),
             live: Mutex::new(Vec::new()),
         }
@@ -240,6 +255,24 @@ impl Render for Metrics {
             .zip(&self.reconcile_errors)
             .map(|(category, counter)| (category.as_str(), counter.get()))
             .collect();
+        write_labelled_counters(
+            out,
+            "spark_operator_scheduled_runs",
+            "ScheduledSparkApplication ticks by outcome: runs started, skipped (Forbid), replaced (Replace), pruned (history limits)",
+            "outcome",
+            &[
+                ("started", self.scheduled_runs_started.get()),
+                ("skipped", self.scheduled_runs_skipped.get()),
+                ("replaced", self.scheduled_runs_replaced.get()),
+                ("pruned", self.scheduled_runs_pruned.get()),
+            ],
+        );
+        write_counter(
+            out,
+            "spark_operator_scheduled_failed_validations",
+            "ScheduledSparkApplications found invalid (schedule, time zone, or an object the controller cannot read)",
+            self.scheduled_failed_validations.get(),
+        );
         write_labelled_counters(
             out,
             "spark_operator_reconcile_errors",

@@ -29,7 +29,7 @@ use spark_operator_runtime::error_chain::kube_error;
 use crate::app::conditions;
 use crate::app::context::Ctx;
 use crate::app::reconciler::Error;
-use spark_operator_api::watched::{UnreadableApp, WatchedApp};
+use spark_operator_api::watched::{Unreadable, WatchedApp};
 
 /// Condition type of an application the operator cannot handle.
 pub const CONDITION_INVALID: &str = "Invalid";
@@ -82,7 +82,7 @@ async fn patch_status(ctx: &Ctx, metadata: &ObjectMeta, patch: serde_json::Value
 }
 
 /// Marks an application the controller cannot decode, once per generation.
-pub async fn mark_unreadable(app: &UnreadableApp, ctx: &Ctx) {
+pub async fn mark_unreadable(app: &Unreadable, ctx: &Ctx) {
     let metadata = &app.metadata;
     let uid = metadata.uid.clone().unwrap_or_default();
     let generation = metadata.generation.unwrap_or_default();

@@ -132,6 +132,7 @@ async fn reconcile_all(
                 &args.event_reporter,
                 identity,
                 args.scheduled_spark_application_timestamp_precision,
+                base.metrics.clone(),
             )
         })
     };

@@ -18,11 +18,13 @@ use kube::{Resource, ResourceExt};
 use serde_json::json;
 use spark_operator_api::labels::LABEL_SCHEDULED_APP_NAME;
 use spark_operator_api::scheduled::ScheduledSparkApplication;
+use spark_operator_api::watched::{Unreadable, Watched, WatchedSchedule};
 use spark_operator_api::{ApplicationStateType, SparkApplication};
 use spark_operator_runtime::error_chain::{ErrorChain, kube_error};
 
 use super::decide::{Decision, Happened, Observed, Precision, Run, RunState, decide};
 use crate::app::context::NamespaceFilter;
+use crate::metrics::Metrics;
 
 /// A reconcile that failed; retried after [`RETRY`].
 #[derive(Debug, thiserror::Error)]
@@ -45,10 +47,17 @@ pub struct Ctx {
     pub recorder: Recorder,
     pub precision: Precision,
     pub namespaces: NamespaceFilter,
+    pub metrics: Arc<Metrics>,
 }
 
 impl Ctx {
-    pub fn new(client: kube::Client, reporter: &str, identity: &str, precision: Precision) -> Self {
+    pub fn new(
+        client: kube::Client,
+        reporter: &str,
+        identity: &str,
+        precision: Precision,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         let recorder = Recorder::new(
             client.clone(),
             Reporter {
@@ -61,14 +70,16 @@ impl Ctx {
             recorder,
             precision,
             namespaces: NamespaceFilter::Watched,
+            metrics,
         }
     }
 }
 
 /// Reconciles the ScheduledSparkApplications `schedules` lists (and re-reconciles one when a run of it
-/// changes) until `stop`.
+/// changes) until `stop`. Watched leniently: one schedule that does not decode is marked, never stalls
+/// the watch of the others.
 pub async fn run(
-    schedules: Api<ScheduledSparkApplication>,
+    schedules: Api<WatchedSchedule>,
     runs: Api<SparkApplication>,
     ctx: Arc<Ctx>,
     stop: impl Future<Output = ()> + Send + Sync + 'static,
@@ -86,7 +97,7 @@ pub async fn run(
         .await;
 }
 
-fn error_policy(schedule: Arc<ScheduledSparkApplication>, error: &Error, _: Arc<Ctx>) -> Action {
+fn error_policy(schedule: Arc<WatchedSchedule>, error: &Error, _: Arc<Ctx>) -> Action {
     tracing::warn!(
         schedule = schedule.name_any(),
         namespace = schedule.namespace().unwrap_or_default(),
@@ -96,13 +107,70 @@ fn error_policy(schedule: Arc<ScheduledSparkApplication>, error: &Error, _: Arc<
     Action::requeue(RETRY)
 }
 
-async fn reconcile(schedule: Arc<ScheduledSparkApplication>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+async fn reconcile(watched: Arc<WatchedSchedule>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    match watched.as_ref() {
+        Watched::Readable(schedule) => reconcile_readable(schedule, &ctx).await,
+        Watched::Unreadable(unreadable) => {
+            if ctx
+                .namespaces
+                .allows(unreadable.metadata.namespace.as_deref().unwrap_or_default())
+            {
+                mark_unreadable(&ctx, unreadable).await?;
+            }
+            Ok(Action::await_change())
+        }
+    }
+}
+
+/// A schedule the controller cannot decode: `FailedValidation` with the field that failed, and an Event.
+/// Nothing runs until it is fixed (a watch event brings it back).
+async fn mark_unreadable(ctx: &Ctx, unreadable: &Unreadable) -> Result<(), Error> {
+    let namespace = unreadable.metadata.namespace.clone().unwrap_or_default();
+    let name = unreadable.metadata.name.clone().unwrap_or_default();
+    let reason = format!("the ScheduledSparkApplication cannot be read: {}", unreadable.reason);
+    tracing::warn!(
+        schedule = name,
+        namespace,
+        reason = unreadable.reason,
+        "unreadable scheduled application"
+    );
+    let api: Api<WatchedSchedule> = Api::namespaced(ctx.client.clone(), &namespace);
+    let patch = json!({"status": {"scheduleState": "FailedValidation", "reason": reason}});
+    api.patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map_err(|e| Error::WriteStatus {
+            name: format!("{namespace}/{name}"),
+            reason: kube_error(&e),
+        })?;
+    ctx.metrics.scheduled_failed_validations.inc();
+    let reference = k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some(ScheduledSparkApplication::api_version(&()).into_owned()),
+        kind: Some(ScheduledSparkApplication::kind(&()).into_owned()),
+        namespace: Some(namespace),
+        name: Some(name),
+        uid: unreadable.metadata.uid.clone(),
+        ..Default::default()
+    };
+    let event = Event {
+        type_: EventType::Warning,
+        reason: "ScheduleFailedValidation".to_owned(),
+        note: Some(crate::app::observe::truncate_utf8(&reason, 1000)),
+        action: "Schedule".to_owned(),
+        secondary: None,
+    };
+    if let Err(error) = ctx.recorder.publish(&event, &reference).await {
+        tracing::warn!(error = %kube_error(&error), "could not publish an event");
+    }
+    Ok(())
+}
+
+async fn reconcile_readable(schedule: &ScheduledSparkApplication, ctx: &Ctx) -> Result<Action, Error> {
     let namespace = schedule.namespace().unwrap_or_default();
     let name = schedule.name_any();
     if !ctx.namespaces.allows(&namespace) || schedule.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
-    let runs = list_runs(&ctx.client, &schedule).await?;
+    let runs = list_runs(&ctx.client, schedule).await?;
     let stored = schedule.status.clone().unwrap_or_default();
     let decision = decide(&Observed {
         name: &name,
@@ -112,10 +180,11 @@ async fn reconcile(schedule: Arc<ScheduledSparkApplication>, ctx: Arc<Ctx>) -> R
         now: Timestamp::now(),
         precision: ctx.precision,
     });
-    act(&ctx, &schedule, &decision).await?;
-    write_status(&ctx.client, &schedule, &decision).await?;
+    act(ctx, schedule, &decision).await?;
+    write_status(&ctx.client, schedule, &decision).await?;
     for happened in &decision.happened {
-        publish(&ctx, &schedule, happened).await;
+        count(&ctx.metrics, happened);
+        publish(ctx, schedule, happened).await;
     }
     Ok(decision.requeue.map_or_else(Action::await_change, Action::requeue))
 }
@@ -239,6 +308,17 @@ async fn write_status(
             name: format!("{namespace}/{name}"),
             reason: kube_error(&e),
         })
+}
+
+fn count(metrics: &Metrics, happened: &Happened) {
+    match happened {
+        Happened::FailedValidation(_) => metrics.scheduled_failed_validations.inc(),
+        Happened::Scheduled => {}
+        Happened::RunStarted(_) => metrics.scheduled_runs_started.inc(),
+        Happened::RunSkipped { .. } => metrics.scheduled_runs_skipped.inc(),
+        Happened::RunReplaced { .. } => metrics.scheduled_runs_replaced.inc(),
+        Happened::RunsPruned(runs) => metrics.scheduled_runs_pruned.add(runs.len() as u64),
+    }
 }
 
 async fn publish(ctx: &Ctx, schedule: &ScheduledSparkApplication, happened: &Happened) {

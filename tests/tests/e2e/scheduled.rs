@@ -168,6 +168,44 @@ async fn a_schedule_runs_on_its_ticks_keeps_its_history_and_stops_when_suspended
     .await;
     assert!(bad.reason.contains("above maximum (59)"), "{}", bad.reason);
     assert!(runs(&apps, "bad").await.is_empty());
+
+    // A schedule the CRD accepts but the controller cannot decode (an embedded volume it cannot read):
+    // FailedValidation naming the field, and the watch goes on for the others.
+    let mut undecodable = serde_json::to_value(schedule("undecodable", "@every 1s", 1)).expect("JSON");
+    undecodable["spec"]["template"]["volumes"] = json!([{ "name": "v", "emptyDir": 5 }]);
+    let raw: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        cluster.client.clone(),
+        "default",
+        &kube::api::ApiResource::erase::<ScheduledSparkApplication>(&()),
+    );
+    raw.create(
+        &PostParams::default(),
+        &serde_json::from_value(undecodable).expect("an object"),
+    )
+    .await
+    .expect("created: the CRD keeps embedded volumes as they are");
+    let unreadable = until("the undecodable schedule marked", || async {
+        let s = raw.get("undecodable").await.ok()?;
+        let status = s.data.get("status")?.clone();
+        (status["scheduleState"] == "FailedValidation").then_some(status)
+    })
+    .await;
+    assert!(
+        unreadable["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("spec.template.volumes"),
+        "{unreadable}"
+    );
+    schedules
+        .create(&PostParams::default(), &schedule("after", "@every 1s", 1))
+        .await
+        .expect("created");
+    until("a run of a schedule created after it", || async {
+        let s = schedules.get("after").await.ok()?.status?;
+        (!s.last_run_name.is_empty()).then_some(())
+    })
+    .await;
 }
 
 /// Kubeflow's `spark-pi-scheduled.yaml`, its schedule shortened to `@every 2s`, its driver running
