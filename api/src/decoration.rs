@@ -174,6 +174,8 @@ pub fn decorate_pod(pod: &Pod, app: &SparkApplication, role: SparkRole) -> Resul
     pod::add_dns_config(spec, &settings);
     pod::add_priority_class_name(spec, &settings);
     pod::add_scheduler_name(spec, &settings);
+    pod::add_batch_scheduler_marks(&mut pod.metadata, app, role);
+    let spec = pod.spec.get_or_insert_default();
     pod::add_node_selector(spec, &settings);
     pod::add_affinity(spec, &settings);
     pod::add_tolerations(spec, &settings);

@@ -16,6 +16,7 @@
 //!   fails a list).
 
 pub mod application;
+pub mod batch_scheduler;
 pub mod bounds;
 pub mod crd;
 pub mod cron;

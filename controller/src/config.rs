@@ -75,6 +75,20 @@ pub struct ControllerArgs {
     #[arg(long, default_value_t = 600)]
     pub executor_starvation_threshold: u64,
 
+    /// Enable batch schedulers (Volcano, YuniKorn, the kube-scheduler coscheduling plugin), as Kubeflow's
+    /// flag. Off, an application naming one fails at once instead of waiting for a scheduler that is not there.
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pub enable_batch_scheduler: bool,
+
+    /// kube-scheduler names running the coscheduling plugin that applications may name in
+    /// spec.batchScheduler (comma-separated), as Kubeflow's flag.
+    #[arg(long, value_delimiter = ',')]
+    pub kube_scheduler_names: Vec<String>,
+
+    /// The batch scheduler of applications that name none (with --enable-batch-scheduler), as Kubeflow's flag.
+    #[arg(long)]
+    pub default_batch_scheduler: Option<String>,
+
     /// Seconds after a submission during which a missing driver pod is put down to cache lag.
     #[arg(long, default_value_t = 10)]
     pub driver_pod_creation_grace_period: u64,
@@ -181,6 +195,24 @@ impl ControllerArgs {
             },
             driver_finalizer: self.driver_finalizer,
             executor_template: self.executor_template,
+        }
+    }
+
+    pub fn batch_settings(&self) -> crate::batch::BatchSettings {
+        crate::batch::BatchSettings {
+            enabled: self.enable_batch_scheduler,
+            kube_scheduler_names: self
+                .kube_scheduler_names
+                .iter()
+                .map(|n| n.trim().to_owned())
+                .filter(|n| !n.is_empty())
+                .collect(),
+            default: self
+                .default_batch_scheduler
+                .as_deref()
+                .map(str::trim)
+                .filter(|d| !d.is_empty())
+                .map(str::to_owned),
         }
     }
 

@@ -11,6 +11,7 @@
 //!   replica, leader or not: [`reports::serve`] with [`reports::ReceiverArgs`].
 
 pub mod app;
+pub mod batch;
 pub mod config;
 pub mod metrics;
 pub mod pod;

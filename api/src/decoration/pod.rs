@@ -6,6 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use super::merge;
 use super::volumes::prometheus_exposed;
 use super::{DecorationError, RoleSettings};
+use crate::application::SparkApplication;
 use crate::field::FieldPath;
 use crate::labels::{API_VERSION, SparkRole};
 
@@ -133,6 +134,24 @@ pub(super) fn add_scheduler_name(spec: &mut PodSpec, settings: &RoleSettings<'_>
         .filter(|s| !s.is_empty());
     if let Some(scheduler) = scheduler {
         spec.scheduler_name = Some(scheduler.to_owned());
+    }
+}
+
+/// The batch scheduler's group marks (Volcano's group annotation, YuniKorn's task group and queue, the
+/// coscheduling label); a mark the spec already sets on the pod is kept, as Kubeflow keeps it.
+pub(super) fn add_batch_scheduler_marks(meta: &mut ObjectMeta, app: &SparkApplication, role: SparkRole) {
+    let marks = crate::batch_scheduler::pod_marks(app, role);
+    if !marks.labels.is_empty() {
+        let labels = meta.labels.get_or_insert_default();
+        for (key, value) in marks.labels {
+            labels.entry(key).or_insert(value);
+        }
+    }
+    if !marks.annotations.is_empty() {
+        let annotations = meta.annotations.get_or_insert_default();
+        for (key, value) in marks.annotations {
+            annotations.entry(key).or_insert(value);
+        }
     }
 }
 

@@ -448,6 +448,58 @@ fn batch_scheduler_wins_over_the_role_scheduler() {
 }
 
 #[test]
+fn batch_schedulers_mark_their_groups_as_kubeflow_does() {
+    let mut app = rich();
+    let name = app.metadata.name.clone().unwrap_or_default();
+    let annotation = |pod: &Pod, key: &str| pod.metadata.annotations.as_ref().and_then(|a| a.get(key)).cloned();
+    let label = |pod: &Pod, key: &str| pod.metadata.labels.as_ref().and_then(|l| l.get(key)).cloned();
+
+    app.spec.batch_scheduler = Some("volcano".into());
+    for role in [Driver, Executor] {
+        let pod = decorate(&spark_pod(role), &app, role);
+        assert_eq!(
+            annotation(&pod, "scheduling.k8s.io/group-name"),
+            Some(format!("spark-{name}-pg"))
+        );
+    }
+    // A group the spec names itself is kept.
+    let mut own = spark_pod(Driver);
+    own.metadata.annotations = Some([("scheduling.k8s.io/group-name".to_owned(), "mine".to_owned())].into());
+    let pod = decorate(&own, &app, Driver);
+    assert_eq!(
+        annotation(&pod, "scheduling.k8s.io/group-name").as_deref(),
+        Some("mine")
+    );
+
+    app.spec.batch_scheduler = Some("yunikorn".into());
+    app.spec.batch_scheduler_options = Some(spark_operator_api_batch_options("root.default"));
+    let driver = decorate(&spark_pod(Driver), &app, Driver);
+    let executor = decorate(&spark_pod(Executor), &app, Executor);
+    assert_eq!(
+        annotation(&driver, "yunikorn.apache.org/task-group-name").as_deref(),
+        Some("spark-driver")
+    );
+    assert_eq!(
+        annotation(&executor, "yunikorn.apache.org/task-group-name").as_deref(),
+        Some("spark-executor")
+    );
+    assert_eq!(label(&executor, "queue").as_deref(), Some("root.default"));
+    assert_eq!(spec(&executor).scheduler_name.as_deref(), Some("yunikorn"));
+
+    app.spec.batch_scheduler = Some("scheduler-plugins-scheduler".into());
+    let pod = decorate(&spark_pod(Executor), &app, Executor);
+    assert_eq!(label(&pod, "scheduling.x-k8s.io/pod-group"), Some(format!("{name}-pg")));
+    assert_eq!(decorate(&pod, &app, Executor), pod, "idempotent");
+}
+
+fn spark_operator_api_batch_options(queue: &str) -> crate::application::BatchSchedulerConfiguration {
+    crate::application::BatchSchedulerConfiguration {
+        queue: Some(queue.to_owned()),
+        ..Default::default()
+    }
+}
+
+#[test]
 fn priority_is_dropped_only_when_the_class_changes() {
     let mut pod = spark_pod(Driver);
     let pod_spec = pod.spec.as_mut().unwrap();

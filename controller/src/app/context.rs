@@ -30,6 +30,8 @@ pub struct Settings {
     pub spark_master_url: String,
     /// `SPARK_USER` of drivers without a proxy user.
     pub spark_user: String,
+    /// Which batch schedulers applications may name.
+    pub batch: crate::batch::BatchSettings,
 }
 
 impl Settings {
@@ -45,6 +47,7 @@ impl Settings {
             submission: args.submission_options(),
             spark_master_url,
             spark_user: args.spark_user.clone(),
+            batch: args.batch_settings(),
         }
     }
 }

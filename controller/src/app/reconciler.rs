@@ -290,8 +290,9 @@ async fn observe_driver(ctx: &Ctx, app: &SparkApplication, namespace: &str) -> R
     Ok(Driver { observation, pod })
 }
 
-/// Validation errors worth failing a new submission for, one line each.
-fn spec_errors(app: &SparkApplication) -> Vec<String> {
+/// Validation errors worth failing a new submission for, one line each: the spec's, and a batch scheduler
+/// this operator would never run the pods with.
+fn spec_errors(app: &SparkApplication, batch: &crate::batch::BatchSettings) -> Vec<String> {
     let state = app.state();
     let submitting = matches!(
         state,
@@ -302,18 +303,22 @@ fn spec_errors(app: &SparkApplication) -> Vec<String> {
     }
     let mut defaulted = app.clone();
     spark_operator_api::defaults::apply_defaults(&mut defaulted.spec);
-    validate_spark_application(&defaulted, &ValidationContext::default())
+    let mut errors: Vec<String> = validate_spark_application(&defaulted, &ValidationContext::default())
         .errors
         .iter()
         .map(|e| e.to_string())
-        .collect()
+        .collect();
+    if let Err(error) = batch.check(app) {
+        errors.push(error.to_string());
+    }
+    errors
 }
 
 async fn reconcile_once(app: &Arc<SparkApplication>, api: &Api<SparkApplication>, ctx: &Ctx) -> Result<Action, Error> {
     let namespace = app.metadata.namespace.clone().unwrap_or_default();
     let name = app.metadata.name.clone().unwrap_or_default();
     let driver = observe_driver(ctx, app, &namespace).await?;
-    let errors = spec_errors(app);
+    let errors = spec_errors(app, &ctx.settings.batch);
     let hash = state::spec_hash(app);
     let recorded = app
         .metadata
@@ -395,6 +400,27 @@ async fn reconcile_once(app: &Arc<SparkApplication>, api: &Api<SparkApplication>
                 }
                 let uid = driver.pod.as_ref().and_then(|p| p.metadata.uid.clone());
                 delete_driver(ctx, &namespace, pod_name, uid).await?;
+            }
+            Do::CleanUpEnded => {
+                if let Some((resource, group)) = ctx
+                    .settings
+                    .batch
+                    .effective(&current)
+                    .and_then(|scheduler| crate::submission::pod_group::identity(&name, scheduler))
+                {
+                    // Not retried: the ownerReference removes the PodGroup with the application anyway.
+                    match submit::delete_pod_group(&ctx.client, &namespace, &resource, &group).await {
+                        Ok(()) => tracing::info!(
+                            app = name,
+                            namespace,
+                            group,
+                            "deleted the PodGroup of the ended application"
+                        ),
+                        Err(error) => {
+                            tracing::warn!(app = name, namespace, error = %ErrorChain(&error), "could not delete the PodGroup")
+                        }
+                    }
+                }
             }
             Do::DeleteApplication => {
                 tracing::info!(app = name, "time to live expired: deleting the application");

@@ -115,6 +115,8 @@ pub enum Action {
     DeleteDriver { pod_name: String },
     /// The TTL expired: delete the SparkApplication.
     DeleteApplication,
+    /// The application just ended: delete what only its runs needed (the batch scheduler's PodGroup).
+    CleanUpEnded,
 }
 
 /// A state transition, which becomes an Event and a log line.
@@ -338,6 +340,9 @@ pub fn decide(input: &Input<'_>) -> Decision {
         && (d.conditional || recorded.is_none())
     {
         d.actions.insert(0, Action::RecordSpecHash);
+    }
+    if d.transitions.iter().any(|t| t.to.is_terminal()) {
+        d.act(Action::CleanUpEnded);
     }
     d
 }

@@ -212,7 +212,7 @@ fn submission_and_driver_progress() {
             driver: present(exited(0)),
             now: 101,
             state: S::Completed,
-            actions: vec![],
+            actions: vec![Action::CleanUpEnded],
             events: vec![r::DRIVER_COMPLETED, r::COMPLETED],
         },
         Case {
@@ -221,7 +221,7 @@ fn submission_and_driver_progress() {
             driver: present(exited(1)),
             now: 101,
             state: S::Failed,
-            actions: vec![],
+            actions: vec![Action::CleanUpEnded],
             events: vec![r::DRIVER_FAILED, r::FAILED],
         },
         Case {
@@ -259,7 +259,7 @@ fn a_gone_driver_is_judged_by_its_recorded_termination() {
             driver: DriverObservation::Missing,
             now: 500,
             state: S::Completed,
-            actions: vec![],
+            actions: vec![Action::CleanUpEnded],
             events: vec![r::DRIVER_COMPLETED, r::COMPLETED],
         },
         Case {
@@ -268,7 +268,7 @@ fn a_gone_driver_is_judged_by_its_recorded_termination() {
             driver: DriverObservation::Missing,
             now: 500,
             state: S::Failed,
-            actions: vec![],
+            actions: vec![Action::CleanUpEnded],
             events: vec![r::DRIVER_NOT_FOUND, r::FAILED],
         },
         Case {
@@ -289,7 +289,7 @@ fn a_gone_driver_is_judged_by_its_recorded_termination() {
             }),
             now: 500,
             state: S::Failed,
-            actions: vec![],
+            actions: vec![Action::CleanUpEnded],
             events: vec![r::DRIVER_NOT_FOUND, r::FAILED],
         },
     ]);
@@ -320,7 +320,7 @@ fn an_agents_record_finishes_a_run_whose_driver_pod_shows_nothing() {
             driver: present(pod(DriverState::Running)),
             now: 500,
             state: S::Completed,
-            actions: vec![],
+            actions: vec![Action::CleanUpEnded],
             events: vec![r::DRIVER_COMPLETED, r::COMPLETED],
         },
         Case {
@@ -329,7 +329,7 @@ fn an_agents_record_finishes_a_run_whose_driver_pod_shows_nothing() {
             driver: present(pod(DriverState::Running)),
             now: 500,
             state: S::Failed,
-            actions: vec![],
+            actions: vec![Action::CleanUpEnded],
             events: vec![r::DRIVER_FAILED, r::FAILED],
         },
         Case {
@@ -355,7 +355,7 @@ fn an_agents_record_finishes_a_run_whose_driver_pod_shows_nothing() {
             driver: present(pod(DriverState::Unknown)),
             now: 500,
             state: S::Completed,
-            actions: vec![],
+            actions: vec![Action::CleanUpEnded],
             events: vec![r::DRIVER_COMPLETED, r::COMPLETED],
         },
         Case {
@@ -367,7 +367,7 @@ fn an_agents_record_finishes_a_run_whose_driver_pod_shows_nothing() {
             }),
             now: 500,
             state: S::Completed,
-            actions: vec![],
+            actions: vec![Action::CleanUpEnded],
             events: vec![r::DRIVER_COMPLETED, r::COMPLETED],
         },
     ]);
@@ -437,7 +437,7 @@ fn stuck_drivers_fail_after_the_start_timeout() {
         assert_eq!(late.status.application_state.state, S::Failed, "{reason}");
         assert_eq!(
             late.actions,
-            vec![delete_driver()],
+            vec![delete_driver(), Action::CleanUpEnded],
             "{reason}: the stuck pod is deleted"
         );
         let record = late.status.driver_termination.unwrap();
@@ -496,7 +496,7 @@ fn retries_are_linear_and_bounded() {
             driver: present(exited(1)),
             now: 1000,
             state: S::Failed,
-            actions: vec![],
+            actions: vec![Action::CleanUpEnded],
             events: vec![r::FAILED],
         },
         Case {
@@ -569,7 +569,7 @@ fn submission_failures_retry_then_fail() {
             driver: DriverObservation::Missing,
             now: 100,
             state: S::Failed,
-            actions: vec![],
+            actions: vec![Action::CleanUpEnded],
             events: vec![r::FAILED],
         },
         Case {
@@ -578,7 +578,7 @@ fn submission_failures_retry_then_fail() {
             driver: DriverObservation::Missing,
             now: 100,
             state: S::Failed,
-            actions: vec![],
+            actions: vec![Action::CleanUpEnded],
             events: vec![r::FAILED],
         },
     ]);
@@ -789,7 +789,7 @@ fn invalid_specs_fail_with_the_field_errors() {
     });
     assert_eq!(d.status.application_state.state, S::Failed);
     assert!(d.status.application_state.error_message.contains("spec.image"));
-    assert_eq!(d.actions, vec![Action::RecordSpecHash]);
+    assert_eq!(d.actions, vec![Action::RecordSpecHash, Action::CleanUpEnded]);
     assert_eq!(d.transitions[0].reason, reasons::INVALID);
 }
 
@@ -908,7 +908,7 @@ fn the_optional_capacity_timeout_fails_a_driver_that_waited_too_long() {
     assert_eq!(early.requeue, Some(Duration::from_secs(800)));
     let late = decide_with(&a, present(waiting_for_room()), 1800, &timing, None);
     assert_eq!(late.status.application_state.state, S::Failed);
-    assert_eq!(late.actions, vec![delete_driver()]);
+    assert_eq!(late.actions, vec![delete_driver(), Action::CleanUpEnded]);
     assert!(
         late.status
             .application_state

@@ -10,7 +10,7 @@
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::Resource;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use spark_operator_api::SparkApplication;
@@ -20,6 +20,7 @@ use spark_operator_runtime::error_chain::{ErrorChain, kube_error};
 use crate::app::context::Settings;
 use crate::app::state::SubmitOutcome;
 use crate::app::status::FIELD_MANAGER;
+use crate::submission::pod_group::PodGroup;
 use crate::submission::{
     ExistingDriverPod, Submission, SubmissionError, SubmissionIds, SubmissionInput, build_submission,
     classify_existing_driver_pod,
@@ -47,6 +48,13 @@ pub enum Error {
     },
     #[error("reading the existing driver pod {namespace}/{name}")]
     ReadDriver {
+        namespace: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("deleting the PodGroup {namespace}/{name}")]
+    DeletePodGroup {
         namespace: String,
         name: String,
         #[source]
@@ -103,6 +111,10 @@ pub async fn submit(
 ) -> Result<Submitted, Error> {
     let namespace = app.metadata.namespace.clone().unwrap_or_default();
     let ids = submission_ids(submission_id, submit_time);
+    // The batch scheduler the application gets (its own, or the operator's default) is part of its spec
+    // for this submission, so the driver pod and the executor template carry its marks.
+    let applied = settings.batch.applied(app);
+    let app = &applied;
     let input = SubmissionInput {
         app,
         submission_id,
@@ -135,6 +147,13 @@ pub async fn submit(
             }
             Err(error) => return Err(error),
         }
+    }
+
+    // The gang scheduler's PodGroup before the driver, as Kubeflow: the driver's pod names it.
+    if let Some(group) = &objects.pod_group
+        && let Some(message) = create_pod_group(client, &namespace, group).await?
+    {
+        return Ok(Submitted::Done(SubmitOutcome::Failed { message }));
     }
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
@@ -211,6 +230,55 @@ pub async fn submit(
             Ok(Submitted::Done(SubmitOutcome::Failed { message }))
         }
         Err(error) => Err(error),
+    }
+}
+
+/// Creates the PodGroup (one left from an earlier run of the application is reused); the failure to
+/// show when the API server has no such resource (the scheduler's CRD is not installed) or refuses it.
+async fn create_pod_group(client: &kube::Client, namespace: &str, group: &PodGroup) -> Result<Option<String>, Error> {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &group.resource);
+    let name = group.object.metadata.name.clone().unwrap_or_default();
+    match api.create(&PostParams::default(), &group.object).await {
+        Ok(_) => Ok(None),
+        Err(error) if already_exists(&error) => Ok(None),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(Some(format!(
+            "spec.batchScheduler: the PodGroup {name} cannot be created because this cluster has no {plural}.{group_name} \
+             resource ({api_version}): install the scheduler's CRDs, or remove spec.batchScheduler",
+            plural = group.resource.plural,
+            group_name = group.resource.group,
+            api_version = group.resource.api_version,
+        ))),
+        Err(error) if permanent(&error) => Ok(Some(format!(
+            "the API server refused the PodGroup {name}: {}",
+            kube_error(&error)
+        ))),
+        Err(source) => Err(Error::Create {
+            kind: "PodGroup",
+            namespace: namespace.to_owned(),
+            name,
+            source,
+        }),
+    }
+}
+
+/// Deletes the application's PodGroup once it has ended (Kubeflow's batch-scheduler `Cleanup`); gone
+/// already is fine. Its ownerReference removes it with the application in any case.
+pub async fn delete_pod_group(
+    client: &kube::Client,
+    namespace: &str,
+    resource: &kube::api::ApiResource,
+    name: &str,
+) -> Result<(), Error> {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, resource);
+    let name = name.to_owned();
+    match api.delete(&name, &DeleteParams::background()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(source) => Err(Error::DeletePodGroup {
+            namespace: namespace.to_owned(),
+            name,
+            source,
+        }),
     }
 }
 

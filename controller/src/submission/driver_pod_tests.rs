@@ -697,3 +697,78 @@ fn a_huge_overhead_factor_is_refused_not_wrapped_into_a_small_limit() {
         .unwrap();
     assert_eq!(limits["memory"].0, format!("{}Mi", 512 * 1024 + 256 * 1024));
 }
+
+#[test]
+fn volcano_gets_a_pod_group_sized_for_the_driver_and_its_executors() {
+    let a = app(
+        &[],
+        json!({
+            "batchScheduler": "volcano",
+            "batchSchedulerOptions": {"queue": "etl", "priorityClassName": "nightly"},
+            "driver": {"serviceAccount": "spark", "cores": 1, "memory": "512m"},
+            "executor": {"instances": 2, "cores": 2, "memory": "1g"},
+        }),
+    );
+    let s = submit(&a);
+    let group = s.pod_group.expect("a PodGroup");
+    assert_eq!(group.resource.group, "scheduling.volcano.sh");
+    assert_eq!(group.resource.plural, "podgroups");
+    assert_eq!(group.object.metadata.name.as_deref(), Some("spark-sink-pg"));
+    assert_eq!(group.object.metadata.namespace.as_deref(), Some("jobs"));
+    assert_eq!(
+        group.object.metadata.owner_references,
+        application_owner(&a).map(|o| vec![o])
+    );
+    // The driver: 1 core, 512 MiB + 384 MiB overhead; each executor: 2 cores, 1024 + 384 MiB.
+    assert_eq!(
+        group.object.data["spec"],
+        json!({"minMember": 1, "minResources": {"cpu": "5", "memory": "3712Mi"},
+               "queue": "etl", "priorityClassName": "nightly"})
+    );
+    // The pods name the group.
+    let annotations = s.driver_pod.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(
+        annotations.get("scheduling.k8s.io/group-name").map(String::as_str),
+        Some("spark-sink-pg")
+    );
+    assert_eq!(spec(&s.driver_pod).scheduler_name.as_deref(), Some("volcano"));
+    let template = s.executor_pod_template.expect("the executor template");
+    let template = template
+        .data
+        .unwrap_or_default()
+        .into_values()
+        .next()
+        .unwrap_or_default();
+    assert!(
+        template.contains("scheduling.k8s.io/group-name: spark-sink-pg"),
+        "{template}"
+    );
+
+    // batchSchedulerOptions.resources win, as in Kubeflow; YuniKorn has no PodGroup but task groups.
+    let mut own = a.clone();
+    own.spec.batch_scheduler_options =
+        serde_json::from_value(json!({"resources": {"cpu": "8", "memory": "16Gi"}})).unwrap();
+    let group = submit(&own).pod_group.expect("a PodGroup");
+    assert_eq!(
+        group.object.data["spec"]["minResources"],
+        json!({"cpu": "8", "memory": "16Gi"})
+    );
+
+    let mut yunikorn = a.clone();
+    yunikorn.spec.batch_scheduler = Some("yunikorn".into());
+    let s = submit(&yunikorn);
+    assert!(s.pod_group.is_none());
+    let groups: Value = serde_json::from_str(
+        s.driver_pod.metadata.annotations.as_ref().unwrap()["yunikorn.apache.org/task-groups"].as_str(),
+    )
+    .unwrap();
+    assert_eq!(groups[0]["name"], "spark-driver");
+    assert_eq!(groups[0]["minMember"], 1);
+    assert_eq!(
+        groups[1],
+        json!({"name": "spark-executor", "minMember": 2, "minResource": {"cpu": "2", "memory": "1408Mi"}})
+    );
+
+    // No batch scheduler: no group.
+    assert!(submit(&app(&[], json!({}))).pod_group.is_none());
+}

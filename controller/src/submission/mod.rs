@@ -24,6 +24,7 @@ pub mod config_map;
 pub mod driver_conf;
 pub mod driver_pod;
 pub mod network_policy;
+pub mod pod_group;
 pub mod prometheus;
 pub mod properties;
 pub mod service;
@@ -162,6 +163,9 @@ pub struct Submission {
     /// The Prometheus exporter's `<app>-prom-conf` ConfigMap, when monitoring asks for it. Owned by
     /// the application (not the driver): applied before the driver pod, and kept across reruns.
     pub prometheus_config_map: Option<ConfigMap>,
+    /// The batch scheduler's PodGroup (Volcano, coscheduling), created before the driver pod and owned
+    /// by the application.
+    pub pod_group: Option<pod_group::PodGroup>,
 }
 
 impl Submission {
@@ -253,8 +257,18 @@ pub fn writes_executor_template(input: &SubmissionInput<'_>) -> bool {
 pub fn build_submission(input: &SubmissionInput<'_>) -> Result<Submission, SubmissionError> {
     let submit = spark_conf::build(input)?;
     let conf = DriverConf::resolve(input, submit)?;
+    let mut driver_pod = driver_pod::build(&conf)?;
+    if let Some(task_groups) = pod_group::yunikorn_task_groups(&conf, &driver_pod)? {
+        driver_pod
+            .metadata
+            .annotations
+            .get_or_insert_default()
+            .entry(spark_operator_api::batch_scheduler::ANNOTATION_YUNIKORN_TASK_GROUPS.to_owned())
+            .or_insert(task_groups);
+    }
     Ok(Submission {
-        driver_pod: driver_pod::build(&conf)?,
+        pod_group: pod_group::build(&conf, &driver_pod)?,
+        driver_pod,
         config_map: config_map::spark_properties(&conf),
         executor_pod_template: config_map::executor_pod_template(&conf)?,
         service: service::build(&conf),
