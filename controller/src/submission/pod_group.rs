@@ -105,7 +105,7 @@ pub fn build(conf: &DriverConf<'_>, driver_pod: &Pod) -> Result<Option<PodGroup>
 
 /// Whole cores as `N`, otherwise millicores.
 fn cpu(millis: u64) -> String {
-    if millis % 1000 == 0 {
+    if millis.is_multiple_of(1000) {
         (millis / 1000).to_string()
     } else {
         format!("{millis}m")
