@@ -28,6 +28,9 @@ pub struct SparkPod {
 pub struct PodSpec {
     #[serde(default, deserialize_with = "lenient", skip_serializing_if = "Option::is_none")]
     pub node_name: Option<String>,
+    /// Named in the message when no scheduler ever looks at the pod.
+    #[serde(default, deserialize_with = "lenient", skip_serializing_if = "Option::is_none")]
+    pub scheduler_name: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -21,6 +21,9 @@ pub const STUCK_WAITING_REASONS: [&str; 4] = [
 ];
 /// The PodScheduled condition reason of a pod no node can take.
 pub const UNSCHEDULABLE: &str = "Unschedulable";
+/// Ours: a pending pod no scheduler has placed or said anything about (no PodScheduled condition): the
+/// scheduler it names is not running (Kubeflow's YuniKorn pods on a cluster without YuniKorn).
+pub const NOT_SCHEDULED: &str = "NotScheduled";
 
 /// Why a pod has not started yet: something that needs a human, or room the cluster does not have yet.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,7 +45,17 @@ pub struct StartProblem {
 /// the scheduler stops at a node's first failing filter plugin, and every reason that is not a resource
 /// one (`Insufficient <resource>`, `Too many pods`, both from NodeResourcesFit) is one node, so fewer
 /// such reasons than nodes leaves a node that failed on resources alone.
+///
+/// Volcano words it its own way: "0/3 nodes are unavailable: 3 Insufficient cpu." (one reason per node),
+/// and for a gang still waiting to be admitted "pod group is not ready, ... Origin reason is <pod>: <fit
+/// error>" (a group waits for room unless its origin says otherwise).
 pub fn waits_for_capacity(message: &str) -> bool {
+    if let Some(rest) = message.trim_start().strip_prefix("pod group is not ready") {
+        return match rest.split_once("Origin reason is ") {
+            Some((_, origin)) => origin.split_once(": ").is_none_or(|(_, fit)| waits_for_capacity(fit)),
+            None => true,
+        };
+    }
     let (filters, preemption) = match message.split_once(" preemption: ") {
         Some((filters, preemption)) => (filters, Some(preemption)),
         None => (message, None),
@@ -71,9 +84,12 @@ fn node_total(message: &str) -> Option<u64> {
     rest.split_once(' ')?.0.parse().ok()
 }
 
-/// The "<count> <reason>" items after "nodes are available: ", without the final period.
+/// The "<count> <reason>" items after "nodes are available: " (Volcano: "unavailable"), without the
+/// final period.
 fn reason_counts(message: &str) -> Option<Vec<(u64, String)>> {
-    let (_, list) = message.split_once("nodes are available: ")?;
+    let (_, list) = message
+        .split_once("nodes are available: ")
+        .or_else(|| message.split_once("nodes are unavailable: "))?;
     let list = list.trim_end().trim_end_matches('.');
     Some(
         list.split(", ")
@@ -177,7 +193,9 @@ pub fn truncate_utf8(text: &str, max: usize) -> String {
 
 /// Why a pod cannot start, if it is stuck on something that needs a human.
 fn start_problem(pod: &SparkPod, container: &str) -> Option<StartProblem> {
-    let status = pod.status.as_ref()?;
+    let Some(status) = pod.status.as_ref() else {
+        return not_scheduled(pod);
+    };
     if let Some(waiting) = spark_container(pod, container)
         .and_then(|c| c.state.as_ref())
         .and_then(|s| s.waiting.as_ref())
@@ -191,6 +209,9 @@ fn start_problem(pod: &SparkPod, container: &str) -> Option<StartProblem> {
             });
         }
     }
+    if !status.conditions.iter().any(|c| c.type_ == "PodScheduled") {
+        return not_scheduled(pod);
+    }
     let unschedulable = status
         .conditions
         .iter()
@@ -200,6 +221,27 @@ fn start_problem(pod: &SparkPod, container: &str) -> Option<StartProblem> {
         reason: UNSCHEDULABLE.to_owned(),
         waiting_for_capacity: waits_for_capacity(&message),
         message,
+    })
+}
+
+/// A pod not on a node that no scheduler has said anything about. A scheduler that runs answers within
+/// moments (binds it, or marks it Unschedulable); the start timeout decides when silence means none runs.
+fn not_scheduled(pod: &SparkPod) -> Option<StartProblem> {
+    let spec = pod.spec.as_ref();
+    if spec.and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty()) {
+        return None;
+    }
+    let scheduler = spec
+        .and_then(|s| s.scheduler_name.as_deref())
+        .filter(|s| !s.is_empty())
+        .unwrap_or("default-scheduler");
+    Some(StartProblem {
+        reason: NOT_SCHEDULED.to_owned(),
+        message: format!(
+            "no scheduler has placed the pod or said why not: is the scheduler it names ({scheduler:?}, \
+             spec.schedulerName or spec.batchScheduler) running in this cluster?"
+        ),
+        waiting_for_capacity: false,
     })
 }
 
@@ -363,11 +405,28 @@ mod tests {
 
         let creating = pod(json!({
             "metadata": {"name": "d"},
-            "status": {"phase": "Pending", "containerStatuses": [
+            "spec": {"nodeName": "node-1"},
+            "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}], "containerStatuses": [
                 {"name": "spark-kubernetes-driver", "image": "x", "imageID": "", "ready": false, "restartCount": 0,
                  "state": {"waiting": {"reason": "ContainerCreating"}}}]}
         }));
         assert_eq!(driver_pod(&creating, TerminationObserver::PodWatch).start_problem, None);
+
+        // No scheduler has looked at it (YuniKorn's pods on a cluster without YuniKorn).
+        let ignored = pod(json!({
+            "metadata": {"name": "d"},
+            "spec": {"schedulerName": "yunikorn"},
+            "status": {"phase": "Pending"}
+        }));
+        let problem = driver_pod(&ignored, TerminationObserver::PodWatch)
+            .start_problem
+            .unwrap();
+        assert_eq!(problem.reason, NOT_SCHEDULED);
+        assert!(problem.message.contains("\"yunikorn\""), "{}", problem.message);
+        assert!(!problem.waiting_for_capacity);
+        // Bound but without conditions yet: not a problem.
+        let bound = pod(json!({"metadata": {"name": "d"}, "spec": {"nodeName": "n"}, "status": {"phase": "Pending"}}));
+        assert_eq!(driver_pod(&bound, TerminationObserver::PodWatch).start_problem, None);
     }
 
     #[test]
@@ -425,6 +484,24 @@ mod tests {
             ),
             ("0/5 nodes are available: 5 Too many pods.", true),
             ("no nodes available to schedule pods", false),
+            // Volcano's (the sim's stand-in writes them as Volcano does).
+            ("0/3 nodes are unavailable: 3 Insufficient cpu.", true),
+            (
+                "0/3 nodes are unavailable: 3 node(s) didn't match Pod's node affinity/selector.",
+                false,
+            ),
+            (
+                "pod group is not ready, 1 Pending, 1 minAvailable; Pending: 1 Unschedulable",
+                true,
+            ),
+            (
+                "pod group is not ready, 1 Pending, 1 minAvailable; Pending: 1 Unschedulable. Origin reason is d: 0/3 nodes are unavailable: 3 Insufficient memory.",
+                true,
+            ),
+            (
+                "pod group is not ready, 1 Pending, 1 minAvailable; Pending: 1 Unschedulable. Origin reason is d: 0/3 nodes are unavailable: 3 node(s) had untolerated taint {a: b}.",
+                false,
+            ),
             ("", false),
         ] {
             assert_eq!(waits_for_capacity(message), waits, "{message}");

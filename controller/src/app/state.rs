@@ -574,7 +574,12 @@ fn follow_driver(input: &Input<'_>, d: &mut Decision) {
             });
             return finish_run(input, d, record);
         }
-    } else if let Some(problem) = &pod.start_problem {
+    } else if let Some(problem) = pod
+        .start_problem
+        .as_ref()
+        .filter(|p| p.reason != crate::app::observe::NOT_SCHEDULED)
+    {
+        // (A pod no scheduler has looked at yet is every pod's first moment: only its timeout tells.)
         d.flag(
             input,
             DRIVER_SCHEDULED,
@@ -815,7 +820,9 @@ fn finish_run(input: &Input<'_>, d: &mut Decision, record: TerminationRecord) {
         d.status.application_state.error_message = message.clone();
         let reason = if record.exit_code.is_none()
             && record.reason.as_deref().is_some_and(|r| {
-                crate::app::observe::STUCK_WAITING_REASONS.contains(&r) || r == crate::app::observe::UNSCHEDULABLE
+                crate::app::observe::STUCK_WAITING_REASONS.contains(&r)
+                    || r == crate::app::observe::UNSCHEDULABLE
+                    || r == crate::app::observe::NOT_SCHEDULED
             }) {
             reasons::DRIVER_START_TIMEOUT
         } else {

@@ -965,3 +965,27 @@ fn executors_starved_past_the_threshold_is_a_condition_that_clears() {
     let d = decide_with(&a, present(pod(DriverState::Running)), 10_000, &off, Some(100));
     assert!(conditions::get(&d.status.conditions, "ExecutorsStarved").is_none());
 }
+
+#[test]
+fn a_driver_no_scheduler_looks_at_fails_at_the_start_timeout_without_an_early_alarm() {
+    let a = app(never(), json!({"applicationState": {"state": "SUBMITTED"}}));
+    let mut ignored = pod(DriverState::Pending);
+    ignored.start_problem = Some(StartProblem {
+        reason: crate::app::observe::NOT_SCHEDULED.into(),
+        message: "no scheduler has placed the pod or said why not".into(),
+        waiting_for_capacity: false,
+    });
+    // Every pod's first moment looks like this: no condition, no Event, no extra write.
+    let early = run(&a, present(ignored.clone()), 5);
+    assert!(conditions::get(&early.status.conditions, "DriverScheduled").is_none());
+    assert!(early.notices.is_empty());
+    let late = run(&a, present(ignored), 300);
+    assert_eq!(late.status.application_state.state, S::Failed);
+    assert_eq!(late.transitions[0].reason, reasons::DRIVER_START_TIMEOUT);
+    assert!(
+        late.status
+            .application_state
+            .error_message
+            .contains("no scheduler has placed")
+    );
+}
