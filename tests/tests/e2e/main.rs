@@ -7,6 +7,7 @@ mod cleanup;
 mod endpoints;
 mod exactly_once;
 mod ha;
+mod kubeflow_examples;
 mod lifecycle;
 mod namespaces;
 mod permissions;
