@@ -3,6 +3,7 @@
 
 mod agents;
 mod churn;
+mod burst;
 mod cleanup;
 mod endpoints;
 mod exactly_once;
