@@ -47,6 +47,8 @@ mod scheduler;
 pub mod script;
 pub mod spark_conf;
 mod spark_driver;
+mod spark_image;
+mod spark_main;
 pub mod spark_executor;
 
 use std::collections::BTreeMap;
