@@ -47,9 +47,9 @@ mod scheduler;
 pub mod script;
 pub mod spark_conf;
 mod spark_driver;
+pub mod spark_executor;
 mod spark_image;
 mod spark_main;
-pub mod spark_executor;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

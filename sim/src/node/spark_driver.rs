@@ -185,7 +185,12 @@ pub(crate) async fn run(ctx: ProcessCtx, mut signals: watch::Receiver<Signal>) -
         }
     };
     // spark-submit loads the application before anything else of Spark runs.
-    if let Some(image) = ctx.container.get("image").and_then(Value::as_str).and_then(spark_image::official) {
+    if let Some(image) = ctx
+        .container
+        .get("image")
+        .and_then(Value::as_str)
+        .and_then(spark_image::official)
+    {
         let launch = spark_main::launch(&image, &ctx.container, &conf);
         for line in &launch.log {
             ctx.err(line);

@@ -139,6 +139,7 @@ pub(crate) fn official(image: &str) -> Option<SparkImage> {
 
 impl SparkImage {
     /// The Spark version the tag names.
+    #[cfg(test)]
     pub fn version(&self) -> &str {
         &self.version
     }
@@ -194,7 +195,10 @@ mod tests {
         assert_eq!(v("apache/spark:4.0.4").as_deref(), Some("4.0.4"));
         assert_eq!(v("docker.io/apache/spark:4.0.4").as_deref(), Some("4.0.4"));
         assert_eq!(v("spark:3.5.2").as_deref(), Some("3.5.2"));
-        assert_eq!(v("docker.io/library/spark:4.1.2-java21-python3").as_deref(), Some("4.1.2"));
+        assert_eq!(
+            v("docker.io/library/spark:4.1.2-java21-python3").as_deref(),
+            Some("4.1.2")
+        );
         assert_eq!(
             v("apache/spark:3.5.8-scala2.12-java17-python3-ubuntu").as_deref(),
             Some("3.5.8")
@@ -230,6 +234,10 @@ mod tests {
         let old = official("spark:3.5.2").unwrap();
         assert!(old.has_file("/opt/spark/examples/jars/spark-examples_2.12-3.5.2.jar"));
         assert!(!old.has_file("/opt/spark/examples/jars/spark-examples.jar"));
-        assert!(official("spark:3.5.3").unwrap().is_examples_jar("/opt/spark/examples/jars/spark-examples.jar"));
+        assert!(
+            official("spark:3.5.3")
+                .unwrap()
+                .is_examples_jar("/opt/spark/examples/jars/spark-examples.jar")
+        );
     }
 }

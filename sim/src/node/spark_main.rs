@@ -80,7 +80,8 @@ fn under_mount(container: &Value, path: &str) -> bool {
         .filter_map(|m| m.get("mountPath").and_then(Value::as_str))
         .any(|mp| {
             let mp = mp.trim_end_matches('/');
-            path.strip_prefix(mp).is_some_and(|r| r.is_empty() || r.starts_with('/'))
+            path.strip_prefix(mp)
+                .is_some_and(|r| r.is_empty() || r.starts_with('/'))
         })
 }
 
@@ -149,9 +150,9 @@ pub(crate) fn launch(image: &SparkImage, container: &Value, conf: &SparkConf) ->
     for jar in jars {
         match local_path(jar).map(|p| (p, in_image(image, container, p))) {
             Some((path, Some(true))) => examples |= image.is_examples_jar(path),
-            Some((path, Some(false))) => out
-                .log
-                .push(format!("WARN DependencyUtils: Local jar {path} does not exist, skipping.")),
+            Some((path, Some(false))) => out.log.push(format!(
+                "WARN DependencyUtils: Local jar {path} does not exist, skipping."
+            )),
             // Another scheme (downloaded by the driver) or a mounted volume: any class may be in it.
             Some((_, None)) | None => judged = false,
         }
@@ -164,7 +165,8 @@ pub(crate) fn launch(image: &SparkImage, container: &Value, conf: &SparkConf) ->
         return out;
     }
     if !(examples && is_example_class(&class)) {
-        out.log.push(format!("ERROR SparkSubmit: Failed to load class {class}."));
+        out.log
+            .push(format!("ERROR SparkSubmit: Failed to load class {class}."));
         out.log.push("INFO ShutdownHookManager: Shutdown hook called".into());
         out.exit = Some(EXIT_CLASS_NOT_FOUND);
     }
@@ -254,15 +256,28 @@ mod tests {
             ("local:///mnt/app/app.jar", None),
             ("s3a://bucket/app.jar", None),
             ("https://example.com/app.jar", None),
-            ("local:///non-existent.jar", Some(("spark.driver.extraClassPath", "/mnt/lib/*"))),
-            ("local:///non-existent.jar", Some(("spark.jars.packages", "com.acme:app:1.0"))),
+            (
+                "local:///non-existent.jar",
+                Some(("spark.driver.extraClassPath", "/mnt/lib/*")),
+            ),
+            (
+                "local:///non-existent.jar",
+                Some(("spark.jars.packages", "com.acme:app:1.0")),
+            ),
         ] {
             let c = conf(&extra.into_iter().collect::<Vec<_>>());
-            assert_eq!(launch(&img, &driver("com.acme.Main", primary), &c).exit, None, "{primary}");
+            assert_eq!(
+                launch(&img, &driver("com.acme.Main", primary), &c).exit,
+                None,
+                "{primary}"
+            );
         }
         // Spark's own classes and the examples' subpackages are not listed.
         let c = conf(&[]);
-        for class in ["org.apache.spark.deploy.PythonRunner", "org.apache.spark.examples.ml.ALSExample"] {
+        for class in [
+            "org.apache.spark.deploy.PythonRunner",
+            "org.apache.spark.examples.ml.ALSExample",
+        ] {
             assert_eq!(launch(&img, &driver(class, EXAMPLES), &c).exit, None, "{class}");
         }
     }
@@ -283,6 +298,9 @@ mod tests {
         let l = launch(&img, &missing, &conf(&[("spark.pyspark.python", "/usr/bin/python3")]));
         assert!(l.log[0].starts_with("/usr/bin/python3: can't open file"), "{:?}", l.log);
         // On a mounted volume: not judged.
-        assert_eq!(launch(&img, &driver(runner, "local:///mnt/app/main.py"), &conf(&[])).exit, None);
+        assert_eq!(
+            launch(&img, &driver(runner, "local:///mnt/app/main.py"), &conf(&[])).exit,
+            None
+        );
     }
 }
