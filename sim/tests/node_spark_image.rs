@@ -74,7 +74,7 @@ async fn a_missing_main_class_fails_with_spark_exit_code_and_message() {
         "{log}"
     );
     assert!(
-        log.contains(" stderr F ERROR SparkSubmit: Failed to load class org.apache.spark.examples.NoSuchClass."),
+        log.contains(" stderr F Error: Failed to load class org.apache.spark.examples.NoSuchClass."),
         "{log}"
     );
     assert!(
@@ -93,10 +93,7 @@ async fn kubeflows_failing_application_fails_on_its_image() {
         log.contains("WARN DependencyUtils: Local jar /non-existent.jar does not exist, skipping."),
         "{log}"
     );
-    assert!(
-        log.contains("ERROR SparkSubmit: Failed to load class non-existent."),
-        "{log}"
-    );
+    assert!(log.contains("Error: Failed to load class non-existent."), "{log}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

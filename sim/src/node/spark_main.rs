@@ -2,10 +2,12 @@
 //! before the application starts, for an official image whose content the listing knows (see
 //! `spark_image.rs`): it puts the application jar and `spark.jars` on the classpath, skipping
 //! `local://` jars the image does not have (`DependencyUtils.addJarToClasspath`: "Local jar
-//! ... does not exist, skipping."), then loads the main class (`SparkSubmit.runMain`: "Failed
-//! to load class X.", exit 101, `SparkExitCode.CLASS_NOT_FOUND`); a Python application is run by
+//! ... does not exist, skipping."), then loads the main class (`SparkSubmit.runMain`: "Error:
+//! Failed to load class X." on stderr, exit 101, `SparkExitCode.CLASS_NOT_FOUND`); a Python application is run by
 //! `PythonRunner` with `python3 <file>`, whose exit code spark-submit exits with (Python: "can't
-//! open file ...", exit 2). Only `local://` paths outside volume mounts are judged; a class
+//! open file ...", exit 2). These lines and codes are what spark-submit 3.5.8, 4.0.4, 4.1.2 and
+//! 4.3.0 print in client mode (its shutdown-hook lines, printed by some versions only, are
+//! left out). Only `local://` paths outside volume mounts are judged; a class
 //! could come from any jar that is not judged (another scheme, a mounted volume,
 //! `spark.driver.extraClassPath`, `spark.jars.packages`), and then it is not judged either.
 
@@ -121,7 +123,6 @@ pub(crate) fn launch(image: &SparkImage, container: &Value, conf: &SparkConf) ->
             out.log.push(format!(
                 "{python}: can't open file '{path}': [Errno 2] No such file or directory"
             ));
-            out.log.push("INFO ShutdownHookManager: Shutdown hook called".into());
             out.exit = Some(EXIT_PYTHON_CANNOT_OPEN);
         }
         return out;
@@ -165,9 +166,7 @@ pub(crate) fn launch(image: &SparkImage, container: &Value, conf: &SparkConf) ->
         return out;
     }
     if !(examples && is_example_class(&class)) {
-        out.log
-            .push(format!("ERROR SparkSubmit: Failed to load class {class}."));
-        out.log.push("INFO ShutdownHookManager: Shutdown hook called".into());
+        out.log.push(format!("Error: Failed to load class {class}."));
         out.exit = Some(EXIT_CLASS_NOT_FOUND);
     }
     out
@@ -216,7 +215,7 @@ mod tests {
         assert_eq!(l.exit, Some(101));
         assert_eq!(
             l.log[0],
-            "ERROR SparkSubmit: Failed to load class org.apache.spark.examples.SparkPI."
+            "Error: Failed to load class org.apache.spark.examples.SparkPI."
         );
         // A class of no jar on the classpath.
         assert_eq!(launch(&img, &driver("com.acme.Main", EXAMPLES), &c).exit, Some(101));
@@ -234,8 +233,7 @@ mod tests {
             [
                 "WARN DependencyUtils: Local jar /non-existent.jar does not exist, skipping.",
                 "WARN DependencyUtils: Local jar /non-existent.jar does not exist, skipping.",
-                "ERROR SparkSubmit: Failed to load class non-existent.",
-                "INFO ShutdownHookManager: Shutdown hook called",
+                "Error: Failed to load class non-existent.",
             ]
         );
     }
