@@ -48,6 +48,8 @@ pub mod script;
 pub mod spark_conf;
 mod spark_driver;
 pub mod spark_executor;
+mod spark_image;
+mod spark_main;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -26,6 +26,7 @@ use super::process::{Exit, ProcessCtx, Signal, next_signal, run_for};
 use super::script::RunTime;
 use super::spark_conf::{SparkConf, parse_properties};
 use super::spark_executor::{self, ExecutorInput};
+use super::{spark_image, spark_main};
 use crate::admission_seam::UserInfo;
 use crate::auth::Attributes;
 use crate::registry::{Gvr, ResourceKey};
@@ -183,6 +184,21 @@ pub(crate) async fn run(ctx: ProcessCtx, mut signals: watch::Receiver<Signal>) -
             return Exit::code(1);
         }
     };
+    // spark-submit loads the application before anything else of Spark runs.
+    if let Some(image) = ctx
+        .container
+        .get("image")
+        .and_then(Value::as_str)
+        .and_then(spark_image::official)
+    {
+        let launch = spark_main::launch(&image, &ctx.container, &conf);
+        for line in &launch.log {
+            ctx.err(line);
+        }
+        if let Some(code) = launch.exit {
+            return Exit::code(code);
+        }
+    }
     let template = match read_executor_template(&ctx, &shared, &conf) {
         Ok(t) => t,
         Err(msg) => {
