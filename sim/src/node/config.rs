@@ -270,6 +270,11 @@ mod tests {
         for mode in [Volcano::Off, Volcano::Gang, Volcano::NoGang] {
             assert_eq!(mode.to_string().parse::<Volcano>(), Ok(mode));
         }
-        assert!("on".parse::<Volcano>().unwrap_err().to_string().contains("off, gang or no-gang"));
+        assert!(
+            "on".parse::<Volcano>()
+                .unwrap_err()
+                .to_string()
+                .contains("off, gang or no-gang")
+        );
     }
 }

@@ -176,7 +176,9 @@ impl Hub {
             }
             for (k, obj) in &known_groups {
                 if !now_groups.contains_key(k) {
-                    let _ = self.scheduler.send(SchedEvent::PodGroup(PodEvent::Deleted(obj.clone())));
+                    let _ = self
+                        .scheduler
+                        .send(SchedEvent::PodGroup(PodEvent::Deleted(obj.clone())));
                 }
             }
             for obj in now_groups.values() {

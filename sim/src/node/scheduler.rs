@@ -17,9 +17,9 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 
+use super::config::Volcano;
 use super::events::Recorder;
 use super::hub::{PodEvent, SchedEvent, node_name, pods_key};
-use super::config::Volcano;
 use super::placement::{self, Misfit, Resources};
 use crate::meta;
 use crate::status::ApiError;

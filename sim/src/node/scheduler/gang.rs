@@ -125,7 +125,11 @@ enum TaskStatus {
 impl TaskStatus {
     fn of(pod: &Value) -> Self {
         let deleting = meta::is_deleting(pod);
-        match pod.pointer("/status/phase").and_then(Value::as_str).unwrap_or("Pending") {
+        match pod
+            .pointer("/status/phase")
+            .and_then(Value::as_str)
+            .unwrap_or("Pending")
+        {
             "Running" if deleting => Self::Releasing,
             "Running" => Self::Running,
             "Pending" if deleting => Self::Releasing,
@@ -411,10 +415,7 @@ fn collect(s: &Scheduler, gang: &Gang) -> Vec<Job> {
             .unwrap_or("");
         jobs.push(Job {
             priority: priority_of_class(s, class),
-            min_member: obj
-                .pointer("/spec/minMember")
-                .and_then(Value::as_u64)
-                .unwrap_or(0) as usize,
+            min_member: obj.pointer("/spec/minMember").and_then(Value::as_u64).unwrap_or(0) as usize,
             min: min_resources(&obj),
             phase: obj
                 .pointer("/status/phase")
@@ -532,7 +533,10 @@ async fn allocate(s: &mut Scheduler, jobs: &mut [Job]) {
         }
         for (i, node) in placed {
             let task = &mut job.tasks[i];
-            let (ns, name) = (meta::namespace(&task.pod).to_string(), meta::name(&task.pod).to_string());
+            let (ns, name) = (
+                meta::namespace(&task.pod).to_string(),
+                meta::name(&task.pod).to_string(),
+            );
             match s.store.bind_pod(&ns, &name, &node, &opts).await {
                 Ok(_) => {
                     task.status = TaskStatus::Binding;
@@ -671,7 +675,10 @@ async fn close(s: &mut Scheduler, gang: &mut Gang, jobs: &[Job]) {
                 old_status.get("conditions").and_then(Value::as_array),
             ) {
                 for c in new.iter_mut() {
-                    if let Some(o) = old.iter().find(|o| same_conditions(Some(&json!([c])), Some(&json!([o])))) {
+                    if let Some(o) = old
+                        .iter()
+                        .find(|o| same_conditions(Some(&json!([c])), Some(&json!([o]))))
+                    {
                         *c = o.clone();
                     }
                 }
@@ -686,7 +693,9 @@ async fn close(s: &mut Scheduler, gang: &mut Gang, jobs: &[Job]) {
                 Ok(_) => {}
                 // Changed meanwhile: its event brings another session.
                 Err(ApiError::Conflict { .. } | ApiError::NotFound(_)) => {}
-                Err(e) => tracing::warn!(podgroup = %format!("{}/{}", meta::namespace(pg), meta::name(pg)), error = %e, "updating a PodGroup's status"),
+                Err(e) => {
+                    tracing::warn!(podgroup = %format!("{}/{}", meta::namespace(pg), meta::name(pg)), error = %e, "updating a PodGroup's status")
+                }
             }
         }
         if matches!(phase, "Pending" | "Inqueue" | "Unknown") {
