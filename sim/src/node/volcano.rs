@@ -17,9 +17,14 @@ pub const GROUP_NAME_ANNOTATION: &str = "scheduling.k8s.io/group-name";
 /// The scheduler name Volcano's pods carry.
 pub const SCHEDULER_NAME: &str = "volcano";
 
+/// The committed CRD file is not YAML (it is checked by this module's tests).
+#[derive(Debug, thiserror::Error)]
+#[error("parsing Volcano's PodGroup CRD")]
+pub struct CrdError(#[source] serde_yaml::Error);
+
 /// The PodGroup CRD as a JSON object, to create or apply.
-pub fn podgroup_crd() -> Result<Value, serde_yaml::Error> {
-    serde_yaml::from_str(PODGROUP_CRD_YAML)
+pub fn podgroup_crd() -> Result<Value, CrdError> {
+    serde_yaml::from_str(PODGROUP_CRD_YAML).map_err(CrdError)
 }
 
 #[cfg(test)]
