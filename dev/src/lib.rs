@@ -1,6 +1,8 @@
 //! One way to set up the simulated cluster the operator runs in: kube-sim with nodes, kubelets and the
 //! fake Spark driver, and the operator's CRDs installed. `spark-operator dev` and the end-to-end tests
-//! both start their cluster here, so what a newcomer tries is what the tests prove.
+//! both start their cluster here, so what a newcomer tries is what the tests prove. Unless switched off,
+//! the cluster runs the sim's Volcano stand-in with gang admission and has Volcano's PodGroup CRD, so
+//! `batchScheduler: volcano` works as on a cluster with Volcano installed.
 //!
 //! This crate is only linked with the `dev` feature of the binary (on by default, off in the image).
 
@@ -12,7 +14,7 @@ use std::time::Duration;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams};
 use kube_sim::auth::{AuthorizationMode, spark};
-use kube_sim::node::{KubeletConfig, LocalImage, NodeSpec, NodesConfig, PodGc};
+use kube_sim::node::{KubeletConfig, LocalImage, NodeSpec, NodesConfig, PodGc, Volcano};
 use kube_sim::registry::Gvr;
 use kube_sim::status::ApiError;
 use kube_sim::store::WriteOptions;
@@ -32,6 +34,8 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    #[error("reading Volcano's PodGroup CRD")]
+    VolcanoCrd(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("making {namespace} a Spark job namespace")]
     JobNamespace {
         namespace: String,
@@ -66,6 +70,10 @@ pub struct ClusterOptions {
     pub container_gc_delay: Duration,
     /// Size at which kubelet rotates a container's log (`containerLogMaxSize`).
     pub container_log_max_size: u64,
+    /// The sim's Volcano stand-in for pods with `schedulerName: volcano`: gang admission (default),
+    /// each pod on its own (`NoGang`), or no Volcano (`Off`: its pods stay Pending and the PodGroup CRD
+    /// is not installed).
+    pub volcano: Volcano,
 }
 
 impl Default for ClusterOptions {
@@ -85,6 +93,7 @@ impl Default for ClusterOptions {
             job_namespaces: vec!["default".into()],
             container_gc_delay: KubeletConfig::default().container_gc_delay,
             container_log_max_size: KubeletConfig::default().container_log_max_size,
+            volcano: Volcano::Gang,
         }
     }
 }
@@ -126,6 +135,7 @@ impl Cluster {
                 container_log_max_size: options.container_log_max_size,
                 ..KubeletConfig::default()
             },
+            volcano: options.volcano,
             ..NodesConfig::default()
         };
         // Pods mount kube-root-ca.crt through their API-access volume, as in a real cluster.
@@ -134,6 +144,9 @@ impl Cluster {
         let sim = Sim::start(config).await.map_err(Error::Start)?;
         let client = sim.client().await.map_err(Error::Connect)?;
         install_crds(&client).await?;
+        if options.volcano != Volcano::Off {
+            install_volcano_crd(&client).await?;
+        }
         for namespace in &options.job_namespaces {
             create_job_namespace(&sim, namespace).await?;
         }
@@ -183,4 +196,84 @@ pub async fn install_crds(client: &kube::Client) -> Result<(), Error> {
         .map_err(|source| Error::InstallCrd { name, source })?;
     }
     Ok(())
+}
+
+/// Installs Volcano's PodGroup CRD (`podgroups.scheduling.volcano.sh`, a copy of the one Volcano's chart
+/// installs) by server-side apply, as Volcano's installation does before its scheduler runs.
+pub async fn install_volcano_crd(client: &kube::Client) -> Result<(), Error> {
+    let name = kube_sim::node::volcano::PODGROUP_CRD_NAME.to_string();
+    let crd = kube_sim::node::volcano::podgroup_crd().map_err(|e| Error::VolcanoCrd(Box::new(e)))?;
+    let crd: CustomResourceDefinition = serde_json::from_value(crd).map_err(|e| Error::VolcanoCrd(Box::new(e)))?;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.patch(&name, &PatchParams::apply("volcano").force(), &Patch::Apply(&crd))
+        .await
+        .map_err(|source| Error::InstallCrd { name, source })?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used, clippy::unwrap_used)]
+
+    use super::*;
+
+    fn podgroups() -> Gvr {
+        Gvr::new("scheduling.volcano.sh", "v1beta1", "podgroups")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_cluster_has_volcano_unless_switched_off() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let options = ClusterOptions {
+            nodes: 1,
+            job_namespaces: Vec::new(),
+            ..ClusterOptions::default()
+        };
+        let cluster = Cluster::start(&dir.path().join("on"), &options)
+            .await
+            .expect("cluster starts");
+        let store = cluster.sim.store();
+        let group = json!({
+            "apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+            "metadata": { "name": "spark-pi-pg" },
+            "spec": { "minMember": 1, "minResources": { "cpu": "1", "memory": "1Gi" } },
+        });
+        store
+            .create(&podgroups(), "default", group, &WriteOptions::default())
+            .await
+            .expect("the PodGroup CRD is installed");
+        // The stand-in admits it: its minResources fit the node.
+        let mut phase = String::new();
+        for _ in 0..500 {
+            phase = store
+                .get(&podgroups(), "default", "spark-pi-pg")
+                .ok()
+                .and_then(|g| g.pointer("/status/phase").and_then(|p| p.as_str()).map(str::to_string))
+                .unwrap_or_default();
+            if phase == "Inqueue" {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(phase, "Inqueue");
+        cluster.sim.shutdown().await;
+
+        let off = ClusterOptions {
+            volcano: Volcano::Off,
+            ..options
+        };
+        let cluster = Cluster::start(&dir.path().join("off"), &off)
+            .await
+            .expect("cluster starts");
+        let crds = Gvr::new("apiextensions.k8s.io", "v1", "customresourcedefinitions");
+        assert!(
+            cluster
+                .sim
+                .store()
+                .get(&crds, "", kube_sim::node::volcano::PODGROUP_CRD_NAME)
+                .is_err(),
+            "no Volcano, no PodGroup CRD"
+        );
+        cluster.sim.shutdown().await;
+    }
 }

@@ -56,6 +56,11 @@ enum Command {
         /// How requests are authorized: RBAC (with the bootstrap policy) or AlwaysAllow.
         #[arg(long, env = "KUBE_SIM_AUTHORIZATION_MODE", default_value = "RBAC")]
         authorization_mode: kube_sim::auth::AuthorizationMode,
+        /// The Volcano stand-in for pods with `schedulerName: volcano`: off (they stay Pending), gang
+        /// (Volcano's gang admission; Volcano's PodGroup CRD is installed) or no-gang (each pod placed on
+        /// its own).
+        #[arg(long, env = "KUBE_SIM_VOLCANO", default_value = "off")]
+        volcano: kube_sim::node::Volcano,
     },
 }
 
@@ -79,6 +84,7 @@ async fn main() -> anyhow::Result<()> {
             cluster_cidr,
             node_ip_range,
             authorization_mode,
+            volcano,
         } => {
             let mut config = SimConfig::new(data_dir);
             config.kubeconfig_path = kubeconfig;
@@ -88,6 +94,7 @@ async fn main() -> anyhow::Result<()> {
             config.nodes = kube_sim::node::NodesConfig::with_nodes(nodes);
             config.nodes.pod_gc = pod_gc;
             config.nodes.kubelet.local_images = local_image;
+            config.nodes.volcano = volcano;
             config.network.service_cluster_ip_range = service_cluster_ip_range;
             config.network.cluster_cidr = cluster_cidr;
             config.network.node_ip_range = node_ip_range;
@@ -101,6 +108,9 @@ async fn main() -> anyhow::Result<()> {
                 sim = Sim::start(config) => sim.context("starting kube-sim")?,
                 r = signals.next() => return r,
             };
+            if volcano != kube_sim::node::Volcano::Off {
+                install_volcano_crd(&sim).await?;
+            }
             println!(
                 "kube-sim serving at {} (kubeconfig: {})",
                 sim.url(),
@@ -123,6 +133,17 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// Volcano's PodGroup CRD, as Volcano's installation brings it.
+async fn install_volcano_crd(sim: &Sim) -> anyhow::Result<()> {
+    let crd = kube_sim::node::volcano::podgroup_crd()?;
+    let gvr = kube_sim::registry::Gvr::new("apiextensions.k8s.io", "v1", "customresourcedefinitions");
+    sim.store()
+        .create(&gvr, "", crd, &kube_sim::store::WriteOptions::default())
+        .await
+        .context("installing Volcano's PodGroup CRD")?;
+    Ok(())
 }
 
 /// SIGINT and SIGTERM.

@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use clap::Parser;
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use kube::api::{Api, Patch, PatchParams};
-use kube_sim::node::{LocalImage, PodGc};
+use kube_sim::node::{LocalImage, PodGc, Volcano};
 use spark_operator_agent::AgentArgs;
 use spark_operator_controller::{ControllerArgs, ReceiverArgs};
 use spark_operator_dev::agents::{
@@ -59,6 +59,12 @@ pub struct DevArgs {
     /// or AlwaysAllow.
     #[arg(long, default_value = "RBAC")]
     pub authorization_mode: kube_sim::auth::AuthorizationMode,
+
+    /// The cluster's Volcano, for `batchScheduler: volcano`: gang (Volcano's gang admission of PodGroups,
+    /// with its PodGroup CRD installed), no-gang (each pod placed on its own, ignoring its PodGroup) or off
+    /// (no Volcano: its pods stay Pending).
+    #[arg(long, default_value = "gang")]
+    pub volcano: Volcano,
 
     /// Address of /metrics, /healthz and /readyz of every component dev runs; `off` to serve nothing.
     #[arg(long, default_value = "127.0.0.1:8080", value_parser = parse_listen)]
@@ -189,6 +195,7 @@ pub async fn dev(args: DevArgs, out: &mut impl Write) -> anyhow::Result<()> {
         kubeconfig: args.kubeconfig.clone(),
         local_images: args.local_image.clone(),
         authorization: args.authorization_mode,
+        volcano: args.volcano,
         ..ClusterOptions::default()
     };
     let cluster = Cluster::start(&args.data_dir, &options).await?;

@@ -19,6 +19,8 @@ pub struct NodesConfig {
     /// Record Normal events (Scheduled, Pulled, Created, Started, Killing). Warnings are always
     /// recorded. Big churn runs switch this off: it triples the writes per pod.
     pub normal_events: bool,
+    /// The Volcano stand-in for pods with `schedulerName: volcano` (see `volcano.rs`).
+    pub volcano: Volcano,
 }
 
 impl Default for NodesConfig {
@@ -29,6 +31,7 @@ impl Default for NodesConfig {
             kubelet: KubeletConfig::default(),
             lifecycle: LifecycleConfig::default(),
             normal_events: true,
+            volcano: Volcano::Off,
         }
     }
 }
@@ -172,6 +175,48 @@ impl Default for LifecycleConfig {
     }
 }
 
+/// Whether pods with `schedulerName: volcano` are scheduled, and how.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Volcano {
+    /// No Volcano in the cluster: its pods stay Pending, as on a cluster without it.
+    #[default]
+    Off,
+    /// Volcano's gang admission: a PodGroup is enqueued only when its `minResources` fit the
+    /// cluster's idle capacity less what enqueued groups reserve, and only its pods are bound.
+    Gang,
+    /// The stand-in places each pod on its own as the default scheduler does, ignoring its
+    /// PodGroup (what a burst does without gang admission).
+    NoGang,
+}
+
+/// `--volcano` that is not `off`, `gang` or `no-gang`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid Volcano setting {0:?}: use off, gang or no-gang")]
+pub struct VolcanoParseError(String);
+
+impl FromStr for Volcano {
+    type Err = VolcanoParseError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "off" => Ok(Volcano::Off),
+            "gang" => Ok(Volcano::Gang),
+            "no-gang" => Ok(Volcano::NoGang),
+            _ => Err(VolcanoParseError(s.to_string())),
+        }
+    }
+}
+
+impl std::fmt::Display for Volcano {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Volcano::Off => "off",
+            Volcano::Gang => "gang",
+            Volcano::NoGang => "no-gang",
+        })
+    }
+}
+
 /// The terminated-pod GC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PodGc {
@@ -217,6 +262,19 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("instant, off")
+        );
+    }
+
+    #[test]
+    fn volcano_flag_values() {
+        for mode in [Volcano::Off, Volcano::Gang, Volcano::NoGang] {
+            assert_eq!(mode.to_string().parse::<Volcano>(), Ok(mode));
+        }
+        assert!(
+            "on".parse::<Volcano>()
+                .unwrap_err()
+                .to_string()
+                .contains("off, gang or no-gang")
         );
     }
 }

@@ -48,7 +48,8 @@ impl Recorder {
             "kind": kind,
             "name": name,
             "uid": crate::meta::uid(obj),
-            "apiVersion": "v1",
+            // Objects of other groups (a Volcano PodGroup) keep theirs.
+            "apiVersion": obj.get("apiVersion").and_then(Value::as_str).unwrap_or("v1"),
             "resourceVersion": crate::meta::resource_version(obj),
         });
         if !crate::meta::namespace(obj).is_empty() {

@@ -35,6 +35,12 @@ pub(crate) enum SchedEvent {
     Pod(PodEvent),
     NodeUpsert(Arc<Value>),
     NodeDeleted(String),
+    /// A Volcano PodGroup (`scheduling.volcano.sh`), for the Volcano stand-in.
+    PodGroup(PodEvent),
+}
+
+pub(crate) fn podgroups_key() -> ResourceKey {
+    key("scheduling.volcano.sh", "podgroups")
 }
 
 pub(crate) fn pods_key() -> ResourceKey {
@@ -139,6 +145,8 @@ impl Hub {
         let nodes = key("", "nodes");
         let configmaps = key("", "configmaps");
         let secrets = key("", "secrets");
+        let podgroups = podgroups_key();
+        let mut known_groups: HashMap<(String, String), Arc<Value>> = HashMap::new();
         let mut known_pods: HashMap<(String, String), Arc<Value>> = HashMap::new();
         let mut known_nodes: HashMap<String, Arc<Value>> = HashMap::new();
         loop {
@@ -146,9 +154,12 @@ impl Hub {
             let (rv, objects) = store.snapshot();
             let mut now_pods = HashMap::new();
             let mut now_nodes = HashMap::new();
+            let mut now_groups = HashMap::new();
             for (k, obj) in objects {
                 if k == pods {
                     now_pods.insert((meta::namespace(&obj).to_string(), meta::name(&obj).to_string()), obj);
+                } else if k == podgroups {
+                    now_groups.insert((meta::namespace(&obj).to_string(), meta::name(&obj).to_string()), obj);
                 } else if k == nodes {
                     now_nodes.insert(meta::name(&obj).to_string(), obj);
                 }
@@ -163,6 +174,17 @@ impl Hub {
             for obj in now_nodes.values() {
                 let _ = self.scheduler.send(SchedEvent::NodeUpsert(obj.clone()));
             }
+            for (k, obj) in &known_groups {
+                if !now_groups.contains_key(k) {
+                    let _ = self
+                        .scheduler
+                        .send(SchedEvent::PodGroup(PodEvent::Deleted(obj.clone())));
+                }
+            }
+            for obj in now_groups.values() {
+                let _ = self.scheduler.send(SchedEvent::PodGroup(PodEvent::Upsert(obj.clone())));
+            }
+            known_groups = now_groups;
             for (k, obj) in &known_pods {
                 if !now_pods.contains_key(k) {
                     self.route_pod(PodEvent::Deleted(obj.clone()));
@@ -219,6 +241,22 @@ impl Hub {
                             let _ = self.scheduler.send(SchedEvent::NodeUpsert(change.object.clone()));
                         }
                     }
+                } else if change.resource == podgroups {
+                    let k = (
+                        meta::namespace(&change.object).to_string(),
+                        meta::name(&change.object).to_string(),
+                    );
+                    let ev = match change.kind {
+                        ChangeKind::Deleted => {
+                            known_groups.remove(&k);
+                            PodEvent::Deleted(change.object.clone())
+                        }
+                        _ => {
+                            known_groups.insert(k, change.object.clone());
+                            PodEvent::Upsert(change.object.clone())
+                        }
+                    };
+                    let _ = self.scheduler.send(SchedEvent::PodGroup(ev));
                 } else if change.resource == configmaps || change.resource == secrets {
                     self.config_changes.send_modify(|g| *g += 1);
                 }

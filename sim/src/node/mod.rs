@@ -3,7 +3,8 @@
 //! - Nodes register with capacity, labels and taints and keep their lease fresh
 //!   (`registration.rs`); a node can be stopped and started again (`failures.rs`, with the node
 //!   lifecycle controller that marks it NotReady and evicts its pods).
-//! - The scheduler binds pods (`scheduler.rs`, filters in `placement.rs`).
+//! - The scheduler binds pods (`scheduler.rs`, filters in `placement.rs`); a Volcano stand-in
+//!   admits PodGroups as gangs and binds their pods (`scheduler/gang.rs`, `volcano.rs`).
 //! - Each node's kubelet (`kubelet.rs`) runs its pods through pod workers (`pod_worker.rs`,
 //!   `containers.rs`, `pod_status.rs`) on a scripted container runtime (`runtime.rs`): what a
 //!   container does comes from pod annotations and per-image defaults (`script.rs`,
@@ -50,6 +51,7 @@ mod spark_driver;
 pub mod spark_executor;
 mod spark_image;
 mod spark_main;
+pub mod volcano;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -59,7 +61,9 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 pub use allocation::AllocationStats;
-pub use config::{KubeletConfig, LifecycleConfig, NodeSpec, NodesConfig, PodGc, PodGcParseError, Taint};
+pub use config::{
+    KubeletConfig, LifecycleConfig, NodeSpec, NodesConfig, PodGc, PodGcParseError, Taint, Volcano, VolcanoParseError,
+};
 pub use cri_faults::CriFaults;
 pub use local_images::{LocalImage, LocalImageParseError};
 
@@ -234,9 +238,12 @@ impl NodeCluster {
         });
         let cluster = NodeCluster { shared: shared.clone() };
         let recorder = events::Recorder::new(store.clone(), "default-scheduler", None, config.normal_events);
+        let volcano_recorder = events::Recorder::new(store.clone(), "volcano", None, config.normal_events);
         let mut tasks = vec![tokio::spawn(scheduler::run(
             store.clone(),
             recorder,
+            config.volcano,
+            volcano_recorder,
             sched_rx,
             shared.stop.subscribe(),
         ))];

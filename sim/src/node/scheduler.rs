@@ -3,6 +3,13 @@
 //! `PodScheduled=False, reason Unschedulable` with the real message. Unschedulable pods are
 //! retried when the cluster changes (a node appears or changes, a pod goes away), as the
 //! scheduler's queue moves them back on such events.
+//!
+//! The same task runs the Volcano stand-in for pods with `schedulerName: volcano` (see
+//! `NodesConfig::volcano`): with gang admission (`scheduler/gang.rs`), or placing each pod on its
+//! own as the default scheduler does. Both share one view of what is bound where, as two
+//! schedulers share the nodes of a real cluster.
+
+mod gang;
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -10,6 +17,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 
+use super::config::Volcano;
 use super::events::Recorder;
 use super::hub::{PodEvent, SchedEvent, node_name, pods_key};
 use super::placement::{self, Misfit, Resources};
@@ -36,6 +44,17 @@ struct Scheduler {
     unschedulable: HashMap<String, (String, String, String)>,
     retry: bool,
     rotation: usize,
+    volcano: Volcano,
+    /// Events of the Volcano stand-in (component `volcano`, as Volcano's scheduler records them).
+    volcano_recorder: Recorder,
+    /// The gang admission state, when `volcano` is `Gang`.
+    gang: Option<gang::Gang>,
+}
+
+fn scheduler_name(pod: &Value) -> &str {
+    pod.pointer("/spec/schedulerName")
+        .and_then(Value::as_str)
+        .unwrap_or("default-scheduler")
 }
 
 fn terminal(pod: &Value) -> bool {
@@ -49,6 +68,8 @@ fn terminal(pod: &Value) -> bool {
 pub(crate) async fn run(
     store: Store,
     recorder: Recorder,
+    volcano: Volcano,
+    volcano_recorder: Recorder,
     mut rx: mpsc::UnboundedReceiver<SchedEvent>,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -63,6 +84,9 @@ pub(crate) async fn run(
         unschedulable: HashMap::new(),
         retry: false,
         rotation: 0,
+        volcano,
+        volcano_recorder,
+        gang: (volcano == Volcano::Gang).then(gang::Gang::default),
     };
     loop {
         let ev = tokio::select! {
@@ -91,12 +115,19 @@ pub(crate) async fn run(
                 s.handle(ev);
             }
         }
+        if s.gang.as_ref().is_some_and(|g| g.dirty) {
+            gang::session(&mut s).await;
+        }
     }
 }
 
 impl Scheduler {
     fn handle(&mut self, ev: SchedEvent) {
+        if let Some(g) = self.gang.as_mut() {
+            g.observe(&ev);
+        }
         match ev {
+            SchedEvent::PodGroup(_) => {}
             SchedEvent::NodeUpsert(obj) => {
                 let name = meta::name(&obj).to_string();
                 let changed = self.nodes.get(&name).is_none_or(|n| {
@@ -130,11 +161,12 @@ impl Scheduler {
                     }
                     return;
                 }
-                let ours = pod
-                    .pointer("/spec/schedulerName")
-                    .and_then(Value::as_str)
-                    .unwrap_or("default-scheduler")
-                    == "default-scheduler";
+                let ours = match scheduler_name(&pod) {
+                    "default-scheduler" => true,
+                    // Without gang admission the stand-in places each pod on its own.
+                    "volcano" => self.volcano == Volcano::NoGang,
+                    _ => false,
+                };
                 let gated = pod
                     .pointer("/spec/schedulingGates")
                     .and_then(Value::as_array)
@@ -158,6 +190,17 @@ impl Scheduler {
         used.0.add(&req);
         used.1.add(&nonzero);
         self.placed.insert(uid.to_string(), (node.to_string(), req, nonzero));
+        if let Some(g) = self.gang.as_mut() {
+            g.dirty = true;
+        }
+    }
+
+    /// Takes back a tentative placement (a gang that did not come together) without treating
+    /// it as freed capacity.
+    fn unplace_quiet(&mut self, uid: &str) {
+        let retry = self.retry;
+        self.unplace(uid);
+        self.retry = retry;
     }
 
     fn unplace(&mut self, uid: &str) {
@@ -167,25 +210,22 @@ impl Scheduler {
                 used.1.sub(&nonzero);
             }
             self.retry = true;
+            if let Some(g) = self.gang.as_mut() {
+                g.dirty = true;
+            }
         }
     }
 
-    async fn schedule_one(&mut self, ns: &str, name: &str, uid: &str) {
-        let Some(pod) = self.store.get_stored(&pods_key(), ns, name) else {
-            return;
-        };
-        if meta::uid(&pod) != uid || !node_name(&pod).is_empty() || meta::is_deleting(&pod) || terminal(&pod) {
-            return;
-        }
-        let req = placement::pod_requests(&pod, false);
-        let nonzero = placement::pod_requests(&pod, true);
+    /// The least allocated node that passes the filters (equal scores rotate, so identical
+    /// nodes share the load as the real scheduler's random tie-break does), or why none does.
+    fn choose_node(&mut self, pod: &Value, req: &Resources, nonzero: &Resources) -> Result<String, Vec<Misfit>> {
         let mut fits: Vec<(String, f64)> = Vec::new();
         let mut misfits: Vec<Misfit> = Vec::new();
         for (node_name, info) in &self.nodes {
             let (used, used_nz) = self.used.get(node_name).cloned().unwrap_or_default();
             let mut free = info.allocatable.clone();
             free.sub(&used);
-            match placement::filter(&pod, &info.obj, &req, &free) {
+            match placement::filter(pod, &info.obj, req, &free) {
                 Some(m) => misfits.push(m),
                 None => {
                     // LeastAllocated: the share of cpu and memory left after placing the pod.
@@ -203,16 +243,8 @@ impl Scheduler {
             }
         }
         if fits.is_empty() {
-            let message = if self.nodes.is_empty() {
-                "no nodes available to schedule pods".to_string()
-            } else {
-                placement::fit_error(self.nodes.len(), &misfits)
-            };
-            self.mark_unschedulable(&pod, message).await;
-            return;
+            return Err(misfits);
         }
-        // Equal scores: rotate, so identical nodes share the load as the real scheduler's
-        // random tie-break does.
         let best = fits.iter().map(|f| f.1).fold(f64::MIN, f64::max);
         let ties: Vec<&String> = fits
             .iter()
@@ -221,6 +253,30 @@ impl Scheduler {
             .collect();
         let node = ties[self.rotation % ties.len()].clone();
         self.rotation = self.rotation.wrapping_add(1);
+        Ok(node)
+    }
+
+    async fn schedule_one(&mut self, ns: &str, name: &str, uid: &str) {
+        let Some(pod) = self.store.get_stored(&pods_key(), ns, name) else {
+            return;
+        };
+        if meta::uid(&pod) != uid || !node_name(&pod).is_empty() || meta::is_deleting(&pod) || terminal(&pod) {
+            return;
+        }
+        let req = placement::pod_requests(&pod, false);
+        let nonzero = placement::pod_requests(&pod, true);
+        let node = match self.choose_node(&pod, &req, &nonzero) {
+            Ok(node) => node,
+            Err(misfits) => {
+                let message = if self.nodes.is_empty() {
+                    "no nodes available to schedule pods".to_string()
+                } else {
+                    placement::fit_error(self.nodes.len(), &misfits)
+                };
+                self.mark_unschedulable(&pod, message).await;
+                return;
+            }
+        };
         self.unschedulable.remove(uid);
         self.place(uid, &node, &pod);
         let opts = WriteOptions {
@@ -230,7 +286,7 @@ impl Scheduler {
         match self.store.bind_pod(ns, name, &node, &opts).await {
             Ok(_) => {
                 let msg = format!("Successfully assigned {ns}/{name} to {node}");
-                self.recorder
+                self.recorder_for(&pod)
                     .record(&pod, "Pod", None, "Normal", "Scheduled", &msg)
                     .await;
             }
@@ -268,8 +324,16 @@ impl Scheduler {
         if let Err(e) = super::pod_status::set_condition(&self.store, &ns, &name, &uid, cond, "kube-scheduler").await {
             tracing::warn!(pod = %format!("{ns}/{name}"), error = %e, "marking a pod unschedulable");
         }
-        self.recorder
+        self.recorder_for(pod)
             .record(pod, "Pod", None, "Warning", "FailedScheduling", &message)
             .await;
+    }
+
+    fn recorder_for(&self, pod: &Value) -> &Recorder {
+        if scheduler_name(pod) == "volcano" {
+            &self.volcano_recorder
+        } else {
+            &self.recorder
+        }
     }
 }

@@ -183,3 +183,30 @@ async fn every_kubeflow_example_reaches_a_terminal_state() {
     .await
     .unwrap_or_else(|()| panic!("the Volcano example's PodGroup was not deleted when it ended"));
 }
+
+/// Kubeflow's own e2e example of an application that must fail (a main class and a jar the image does not
+/// have, `onFailureRetries: 3`): every attempt fails as Spark fails (exit 101), and it ends FAILED after
+/// four, with the driver's exit code and reason in status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubeflows_failing_example_fails_every_attempt_as_spark_does() {
+    let cluster = Cluster::start(ClusterOptions::default()).await;
+    let _controller = cluster.controller(cluster.args(&[]));
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/kubeflow-bad-examples/fail-application.yaml");
+    let yaml = std::fs::read_to_string(path).expect("Kubeflow's failing example");
+    let app = cluster.create_app(&yaml).await;
+    let name = app.metadata.name.clone().unwrap_or_default();
+    let app = cluster
+        .wait_app("default", &name, LIMIT, |a| state(a).is_terminal())
+        .await;
+    let status = app.status.clone().unwrap_or_default();
+    assert_eq!(state(&app), S::Failed, "{status:#?}");
+    assert_eq!(status.execution_attempts, 4, "the first run and its 3 retries");
+    let driver = status.driver_termination.clone().expect("the driver's end");
+    assert_eq!(driver.exit_code, Some(101), "spark-submit's exit code for a class it cannot load");
+    assert_eq!(driver.reason.as_deref(), Some("Error"));
+    assert!(
+        status.application_state.error_message.contains("code 101"),
+        "{}",
+        status.application_state.error_message
+    );
+}
