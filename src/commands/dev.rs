@@ -72,13 +72,20 @@ pub struct DevArgs {
 }
 
 /// The controller's flags for the dev cluster: its defaults, drivers pointed at the simulated API server.
-fn controller_args(master: &str) -> anyhow::Result<ControllerArgs> {
+fn controller_args(master: &str, volcano: Volcano) -> anyhow::Result<ControllerArgs> {
     #[derive(Parser)]
     struct Wrapper {
         #[command(flatten)]
         args: ControllerArgs,
     }
-    let argv = ["controller".to_owned(), format!("--spark-master-url={master}")];
+    // With the sim's Volcano, applications naming it run through the integration, as on a cluster
+    // where the chart enables batch scheduling (controller.batchScheduler.enable).
+    let batch = if volcano == Volcano::Off {
+        "--enable-batch-scheduler=false"
+    } else {
+        "--enable-batch-scheduler=true"
+    };
+    let argv = ["controller".to_owned(), format!("--spark-master-url={master}"), batch.to_owned()];
     Ok(Wrapper::try_parse_from(argv).context("the controller's settings")?.args)
 }
 
@@ -256,7 +263,7 @@ pub async fn dev(args: DevArgs, out: &mut impl Write) -> anyhow::Result<()> {
     let reports_port = free_port().context("a port for the report receiver")?;
     let reports = receiver_args(reports_port)?;
     let ca_config_map = webhook.webhook_ca_config_map.clone();
-    let controller = controller_args(&cluster.spark_master_url())?;
+    let controller = controller_args(&cluster.spark_master_url(), args.volcano)?;
     let mut receiver = reports;
     receiver.status_byte_budget = controller.status_byte_budget;
     let components = Components {

@@ -112,10 +112,11 @@ async fn every_kubeflow_example_reaches_a_terminal_state() {
     }
     assert_eq!(skipped, vec!["sparkconnect-spark-connect".to_owned()]);
 
-    // The scheduled example's first run is an application like the others.
+    // The scheduled example's first run ends: its schedule lists it among the past runs (the run itself
+    // is pruned by the history limit once a later one ends, so the schedule's record is what is read).
     for (namespace, name) in &schedules {
         let api: Api<ScheduledSparkApplication> = Api::namespaced(cluster.client.clone(), namespace);
-        let run = poll(LIMIT, || async {
+        let first = poll(LIMIT, || async {
             match api.get(name).await.ok().and_then(|s| s.status) {
                 Some(s) if !s.last_run_name.is_empty() => Poll::Done(s.last_run_name),
                 _ => Poll::Pending(()),
@@ -123,7 +124,17 @@ async fn every_kubeflow_example_reaches_a_terminal_state() {
         })
         .await
         .unwrap_or_else(|()| panic!("{namespace}/{name}: no first run"));
-        apps.push((namespace.clone(), run));
+        let outcome = poll(LIMIT, || async {
+            let status = api.get(name).await.ok().and_then(|s| s.status);
+            match status {
+                Some(s) if s.past_successful_run_names.contains(&first) => Poll::Done(S::Completed),
+                Some(s) if s.past_failed_run_names.contains(&first) => Poll::Done(S::Failed),
+                other => Poll::Pending(other),
+            }
+        })
+        .await
+        .unwrap_or_else(|last| panic!("{namespace}/{name}: its first run {first} did not end: {last:#?}"));
+        assert_eq!(outcome, S::Completed, "{namespace}/{name}: its first run {first}");
     }
 
     let mut ended: BTreeMap<String, (S, String)> = BTreeMap::new();
