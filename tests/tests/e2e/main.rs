@@ -15,6 +15,7 @@ mod poison;
 mod scheduled;
 mod spec_changes;
 mod template;
+mod web_ui;
 mod webhook;
 // ServiceAccount tokens and kubeconfigs with a token user, shared with the agent's log tests.
 #[allow(dead_code)]
