@@ -112,9 +112,10 @@ impl Parsed {
         if !self.opaque.is_empty() {
             buf.push_str(&self.opaque);
         } else {
-            if (!self.scheme.is_empty() || !self.host.is_empty() || self.user.is_some())
-                && !(self.omit_host && self.host.is_empty() && self.user.is_none())
-            {
+            let authority = !self.scheme.is_empty() || !self.host.is_empty() || self.user.is_some();
+            // Go: "Omit empty host" for a scheme with an absolute path and nothing before it.
+            let omitted = self.omit_host && self.host.is_empty() && self.user.is_none();
+            if authority && !omitted {
                 if !self.host.is_empty() || !self.path.is_empty() || self.user.is_some() {
                     buf.push_str("//");
                 }

@@ -102,13 +102,13 @@ impl DriverAccess {
 /// Why the UI objects cannot be built.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum WebUiError {
-    #[error("the operator's --ingress-url-format {format:?} gives no valid URL for this application: {source}")]
+    #[error("the operator's --ingress-url-format {format:?} gives no valid URL for this application")]
     UiIngressUrl {
         format: String,
         #[source]
         source: UrlError,
     },
-    #[error("spec.driverIngressOptions[{index}].ingressURLFormat: {format:?} gives no valid URL: {source}")]
+    #[error("spec.driverIngressOptions[{index}].ingressURLFormat: {format:?} gives no valid URL")]
     DriverIngressUrl {
         index: usize,
         format: String,
