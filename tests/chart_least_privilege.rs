@@ -180,6 +180,8 @@ enum Scenario {
     SparkPiWithTimeToLive,
     /// A spark-pi with Prometheus monitoring: its `<app>-prom-conf` ConfigMap (server-side apply).
     SparkPiWithMonitoring,
+    /// A spark-pi with a `driverIngressOptions` entry: its Service and Ingress (server-side apply).
+    SparkPiWithDriverIngress,
     /// A running spark-pi whose spec changes: the operator deletes its driver pod to rerun.
     SpecChangeOfARunningApp,
     /// The agents' pods restart (new tokens), then a spark-pi: their reports reach the operator's receiver,
@@ -241,6 +243,9 @@ fn scenario_of(rule: &Rule) -> Result<Result<Scenario, &'static str>, String> {
             (Operator, JobNamespaces, "configmaps", "create") => SparkPi,
             (Operator, JobNamespaces, "configmaps", "patch") => SparkPiWithMonitoring,
             (Operator, JobNamespaces, "services" | "networkpolicies", "create") => SparkPi,
+            // The Spark UI Service, made for every application (`--enable-ui-service`, on by default).
+            (Operator, JobNamespaces, "services", "patch") => SparkPi,
+            (Operator, JobNamespaces, "ingresses", "create,patch") => SparkPiWithDriverIngress,
             (Operator, JobNamespaces, "events", _) => SparkPi,
             (Operator, ReleaseNamespace, "secrets", "create") => RestartOperator {
                 missing: Some(Missing::CaSecret),
@@ -469,6 +474,14 @@ async fn start(
             submit(client, pi).await;
             (vec![app], None)
         }
+        Scenario::SparkPiWithDriverIngress => {
+            let mut pi = spark_pi(&app, "1s");
+            pi["spec"]["driverIngressOptions"] = json!([
+                { "servicePort": 4040, "ingressURLFormat": "{{$appName}}.{{$appNamespace}}.example.com" },
+            ]);
+            submit(client, pi).await;
+            (vec![app], None)
+        }
         Scenario::SpecChangeOfARunningApp => {
             submit(client, spark_pi(&app, "120s")).await;
             let apps: Api<SparkApplication> = Api::namespaced(client.clone(), JOBS);
@@ -585,7 +598,7 @@ async fn each_operator_and_agent_rule_of_the_installed_chart_is_needed() {
         );
         if let Some(when) = rule.when {
             not_covered.push(format!(
-                "{describe}: only granted when `{}` (spark.jobNamespaceSelector set, or agent.enable false), not in this install",
+                "{describe}: only granted when `{}` (spark.jobNamespaceSelector set, agent.enable false, or controller.driverPodDisruptionBudget.enable), not in this install",
                 when.key()
             ));
             continue;

@@ -111,6 +111,9 @@ pub enum Condition {
     /// The chart runs no agents (`agent.enable: false`): the operator then publishes its CA ConfigMap in
     /// its own namespace instead of the agents'.
     AgentsDisabled,
+    /// The operator manages driver PodDisruptionBudgets (`controller.driverPodDisruptionBudget.enable`,
+    /// `--enable-driver-pdb`).
+    DriverPodDisruptionBudget,
 }
 
 impl Condition {
@@ -118,6 +121,7 @@ impl Condition {
         match self {
             Condition::JobNamespaceSelector => "jobNamespaceSelector",
             Condition::AgentsDisabled => "agentsDisabled",
+            Condition::DriverPodDisruptionBudget => "driverPodDisruptionBudget",
         }
     }
 }
@@ -346,11 +350,53 @@ pub static RULES: &[Rule] = &[
     rule(
         Operator,
         JobNamespaces,
+        CORE,
+        &["services"],
+        &["patch"],
+        &["controller: apply an application's Spark UI Service and driverIngressOptions Services (server-side apply)"],
+    ),
+    rule(
+        Operator,
+        JobNamespaces,
         &["networking.k8s.io"],
         &["networkpolicies"],
         &["create"],
         &["controller: create a driver's NetworkPolicy (Spark 4)"],
     ),
+    rule(
+        Operator,
+        JobNamespaces,
+        &["networking.k8s.io"],
+        &["ingresses"],
+        &["create", "patch"],
+        &[
+            "controller: apply an application's Spark UI Ingress (--ingress-url-format) and driverIngressOptions Ingresses (server-side apply: create when missing, patch)",
+        ],
+    ),
+    Rule {
+        when: Some(Condition::DriverPodDisruptionBudget),
+        ..rule(
+            Operator,
+            JobNamespaces,
+            &["policy"],
+            &["poddisruptionbudgets"],
+            &["create", "patch"],
+            &["controller: apply the driver PodDisruptionBudget an application asks for (server-side apply)"],
+        )
+    },
+    Rule {
+        when: Some(Condition::DriverPodDisruptionBudget),
+        ..rule(
+            Operator,
+            JobNamespaces,
+            &["policy"],
+            &["poddisruptionbudgets"],
+            &["delete"],
+            &[
+                "controller: delete a driver PodDisruptionBudget when its application ends, reruns, is suspended or no longer asks for one",
+            ],
+        )
+    },
     rule(
         Operator,
         JobNamespaces,

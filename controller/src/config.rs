@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::app::state::Timing;
-use crate::submission::{NetworkPolicyMode, SubmissionOptions};
+use crate::submission::{NetworkPolicyMode, SubmissionOptions, UiOptions};
 
 /// Smallest status byte budget accepted: room for the state, conditions, the driver's termination and
 /// the counts whatever happens to the bounded lists.
@@ -136,6 +136,48 @@ pub struct ControllerArgs {
     )]
     pub network_policy: NetworkPolicyArg,
 
+    /// Make a Service for each application's Spark UI, `<app>-ui-svc`, and record it in
+    /// status.driverInfo (Kubeflow's flag; a bare `--enable-ui-service` means true).
+    #[arg(
+        long,
+        default_value_t = true,
+        num_args = 0..=1,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    pub enable_ui_service: bool,
+
+    /// URL of each application's Spark UI Ingress, `<app>-ui-ingress`, with `{{$appName}}`,
+    /// `{{$appNamespace}}` and `{{$appId}}` replaced (e.g. `{{$appName}}.spark.example.com` or
+    /// `spark.example.com/{{$appNamespace}}/{{$appName}}`); empty: no Ingress. Needs --enable-ui-service.
+    #[arg(long, default_value = "")]
+    pub ingress_url_format: String,
+
+    /// `spec.ingressClassName` of the Ingresses made (the UI's and spec.driverIngressOptions'); empty: unset.
+    #[arg(long, default_value = "")]
+    pub ingress_class_name: String,
+
+    /// TLS of the Ingresses made, as JSON (`[{"hosts":["*.example.com"],"secretName":"example-secret"}]`),
+    /// where the application's ingressTLS is empty.
+    #[arg(long, default_value = "", value_parser = parse_ingress_tls)]
+    pub ingress_tls: IngressTlsFlag,
+
+    /// Annotations of the Ingresses made, as a JSON object (`{"cert-manager.io/cluster-issuer":
+    /// "letsencrypt"}`), where the application's ingressAnnotations are empty.
+    #[arg(long, default_value = "", value_parser = parse_ingress_annotations)]
+    pub ingress_annotations: IngressAnnotationsFlag,
+
+    /// Make the driver PodDisruptionBudget of applications that set spec.driverPodDisruptionBudget: true
+    /// (and delete it when they end), as Kubeflow's flag; off: none is made or deleted.
+    #[arg(
+        long,
+        default_value_t = false,
+        num_args = 0..=1,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    pub enable_driver_pdb: bool,
+
     /// `spark.master` of submitted applications; default: `k8s://` and the API server the controller
     /// itself uses (in a cluster: KUBERNETES_SERVICE_HOST and _PORT, as Kubeflow).
     #[arg(long)]
@@ -148,6 +190,36 @@ pub enum NetworkPolicyArg {
     /// As spark-submit: for Spark 4 and later, unless excluded through Spark's feature steps.
     AsSpark,
     Never,
+}
+
+/// `--ingress-tls`: Ingress TLS entries.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct IngressTlsFlag(pub Vec<k8s_openapi::api::networking::v1::IngressTLS>);
+
+/// `--ingress-annotations`: annotations.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IngressAnnotationsFlag(pub std::collections::BTreeMap<String, String>);
+
+fn parse_ingress_tls(value: &str) -> Result<IngressTlsFlag, String> {
+    if value.trim().is_empty() {
+        return Ok(IngressTlsFlag::default());
+    }
+    serde_json::from_str(value).map(IngressTlsFlag).map_err(|e| {
+        format!(
+            "{value:?} is not a JSON list of Ingress TLS entries ({e}); e.g. '[{{\"hosts\":[\"*.example.com\"],\"secretName\":\"example-secret\"}}]'"
+        )
+    })
+}
+
+fn parse_ingress_annotations(value: &str) -> Result<IngressAnnotationsFlag, String> {
+    if value.trim().is_empty() {
+        return Ok(IngressAnnotationsFlag::default());
+    }
+    serde_json::from_str(value).map(IngressAnnotationsFlag).map_err(|e| {
+        format!(
+            "{value:?} is not a JSON object of string annotations ({e}); e.g. '{{\"cert-manager.io/cluster-issuer\":\"letsencrypt\"}}'"
+        )
+    })
 }
 
 fn parse_budget(value: &str) -> Result<usize, String> {
@@ -195,6 +267,14 @@ impl ControllerArgs {
             },
             driver_finalizer: self.driver_finalizer,
             executor_template: self.executor_template,
+            ui: UiOptions {
+                enable_service: self.enable_ui_service,
+                ingress_url_format: self.ingress_url_format.trim().to_owned(),
+                ingress_class_name: self.ingress_class_name.trim().to_owned(),
+                ingress_tls: self.ingress_tls.0.clone(),
+                ingress_annotations: self.ingress_annotations.0.clone(),
+            },
+            driver_pdb: self.enable_driver_pdb,
         }
     }
 
@@ -283,6 +363,40 @@ mod tests {
         let args = parse(&["--namespace-selector", "spark=on"]).unwrap();
         assert_eq!(args.namespace_scope(), NamespaceScope::Selector("spark=on".into()));
         assert!(parse(&["--namespaces", "a", "--namespace-selector", "x=y"]).is_err());
+    }
+
+    #[test]
+    fn ui_and_pdb_flags_are_kubeflows() {
+        let defaults = parse(&[]).unwrap().submission_options();
+        assert!(defaults.ui.enable_service);
+        assert!(defaults.ui.ingress_url_format.is_empty());
+        assert!(defaults.ui.ingress_tls.is_empty() && defaults.ui.ingress_annotations.is_empty());
+        assert!(!defaults.driver_pdb);
+        // As the Kubeflow chart passes them (`toJson` of its values).
+        let options = parse(&[
+            "--enable-ui-service=false",
+            "--ingress-url-format={{$appName}}.example.com",
+            "--ingress-class-name=nginx",
+            r#"--ingress-tls=[{"hosts":["*.example.com"],"secretName":"example-secret"}]"#,
+            r#"--ingress-annotations={"cert-manager.io/cluster-issuer":"letsencrypt"}"#,
+            "--enable-driver-pdb=true",
+        ])
+        .unwrap()
+        .submission_options();
+        assert!(!options.ui.enable_service);
+        assert_eq!(options.ui.ingress_url_format, "{{$appName}}.example.com");
+        assert_eq!(options.ui.ingress_class_name, "nginx");
+        assert_eq!(options.ui.ingress_tls[0].secret_name.as_deref(), Some("example-secret"));
+        assert_eq!(
+            options.ui.ingress_annotations["cert-manager.io/cluster-issuer"],
+            "letsencrypt"
+        );
+        assert!(options.driver_pdb);
+        // Go's bare boolean form.
+        assert!(parse(&["--enable-driver-pdb"]).unwrap().enable_driver_pdb);
+        let err = parse(&["--ingress-annotations=[1]"]).unwrap_err().to_string();
+        assert!(err.contains("not a JSON object"), "{err}");
+        assert!(parse(&["--ingress-tls={}"]).is_err());
     }
 
     #[test]

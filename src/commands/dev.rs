@@ -85,7 +85,11 @@ fn controller_args(master: &str, volcano: Volcano) -> anyhow::Result<ControllerA
     } else {
         "--enable-batch-scheduler=true"
     };
-    let argv = ["controller".to_owned(), format!("--spark-master-url={master}"), batch.to_owned()];
+    let argv = [
+        "controller".to_owned(),
+        format!("--spark-master-url={master}"),
+        batch.to_owned(),
+    ];
     Ok(Wrapper::try_parse_from(argv).context("the controller's settings")?.args)
 }
 

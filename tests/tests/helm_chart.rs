@@ -254,8 +254,80 @@ fn kubeflow_default_values_install_unchanged() {
     );
 }
 
+#[test]
+fn ui_and_driver_pdb_values_become_kubeflows_flags() {
+    let Some(helm) = Helm::new() else { return };
+    let operator_args = |values: &Value| {
+        let rendered = render(&helm, values);
+        let objects = objects(&rendered);
+        let deployment = find(&objects, "Deployment", "spark-operator-controller");
+        (
+            args(&deployment["spec"]["template"]["spec"]["containers"][0]),
+            notes(&rendered),
+        )
+    };
+    let has = |args: &[String], prefix: &str| args.iter().any(|a| a.starts_with(prefix));
+
+    // Kubeflow's defaults: the UI Service on, no Ingress, no PodDisruptionBudget, nothing warned about.
+    let (kubeflow, notes) = operator_args(&values_file(&kubeflow_values()));
+    assert!(
+        kubeflow.contains(&"--enable-ui-service=true".to_owned()),
+        "{kubeflow:?}"
+    );
+    assert!(
+        kubeflow.contains(&"--enable-driver-pdb=false".to_owned()),
+        "{kubeflow:?}"
+    );
+    assert!(!has(&kubeflow, "--ingress-"), "{kubeflow:?}");
+    for key in ["uiService", "uiIngress", "driverPodDisruptionBudget"] {
+        assert!(!notes.contains(key), "{notes}");
+    }
+
+    // Everything set, as Kubeflow's chart passes it (deployment.yaml: the Ingress flags only with
+    // uiIngress.enable, TLS and annotations as JSON).
+    let mut values = values_file(&kubeflow_values());
+    values["controller"]["uiService"]["enable"] = json!(true);
+    values["controller"]["uiIngress"] = json!({
+        "enable": true,
+        "urlFormat": "{{$appName}}.{{$appNamespace}}.spark.example.com",
+        "ingressClassName": "nginx",
+        "tls": [{"hosts": ["*.spark.example.com"], "secretName": "spark-tls"}],
+        "annotations": {"cert-manager.io/cluster-issuer": "letsencrypt"},
+    });
+    values["controller"]["driverPodDisruptionBudget"]["enable"] = json!(true);
+    let (all, _) = operator_args(&values);
+    for flag in [
+        "--enable-ui-service=true",
+        "--ingress-url-format={{$appName}}.{{$appNamespace}}.spark.example.com",
+        "--ingress-class-name=nginx",
+        r#"--ingress-tls=[{"hosts":["*.spark.example.com"],"secretName":"spark-tls"}]"#,
+        r#"--ingress-annotations={"cert-manager.io/cluster-issuer":"letsencrypt"}"#,
+        "--enable-driver-pdb=true",
+    ] {
+        assert!(all.contains(&flag.to_owned()), "{flag} not in {all:?}");
+    }
+
+    // Ingress settings without uiIngress.enable are not passed (as Kubeflow's chart).
+    values["controller"]["uiIngress"]["enable"] = json!(false);
+    values["controller"]["uiService"]["enable"] = json!(false);
+    let (off, _) = operator_args(&values);
+    assert!(off.contains(&"--enable-ui-service=false".to_owned()), "{off:?}");
+    assert!(!has(&off, "--ingress-"), "{off:?}");
+
+    // enable without a URL format makes no Ingress: said in the notes.
+    values["controller"]["uiIngress"] = json!({"enable": true, "urlFormat": ""});
+    values["controller"]["uiService"]["enable"] = json!(true);
+    let (args, notes) = operator_args(&values);
+    assert!(!has(&args, "--ingress-url-format"), "{args:?}");
+    assert!(
+        notes.contains("controller.uiIngress.enable is true without controller.uiIngress.urlFormat"),
+        "{notes}"
+    );
+}
+
 /// The rules permissions.yaml gives a component in a scope, as the chart must render them.
-fn expected_rules(permissions: &Value, component: &str, scope: &str, selector: bool) -> Vec<Value> {
+/// `when`: the conditions (`when` keys) the values meet.
+fn expected_rules(permissions: &Value, component: &str, scope: &str, when: &[&str]) -> Vec<Value> {
     let names = json!({
         "caSecret": "spark-operator-webhook-ca",
         "caConfigMap": "spark-operator-ca",
@@ -269,7 +341,7 @@ fn expected_rules(permissions: &Value, component: &str, scope: &str, selector: b
         .into_iter()
         .filter(|r| match r.get("when") {
             None => true,
-            Some(w) => w == "jobNamespaceSelector" && selector,
+            Some(w) => when.iter().any(|c| w == *c),
         })
         .map(|r| {
             let mut rule = json!({"apiGroups": r["apiGroups"], "resources": r["resources"], "verbs": r["verbs"]});
@@ -287,7 +359,8 @@ fn expected_rules(permissions: &Value, component: &str, scope: &str, selector: b
         .collect()
 }
 
-fn check_rbac(helm: &Helm, values: Value, selector: bool, job_namespaces: &[&str]) {
+fn check_rbac(helm: &Helm, values: Value, when: &[&str], job_namespaces: &[&str]) {
+    let selector = when.contains(&"jobNamespaceSelector");
     let permissions = values_file(&chart().join("files/permissions.yaml"));
     let objects = objects(&render(helm, &values));
     let roles: Vec<&Value> = objects
@@ -323,7 +396,7 @@ fn check_rbac(helm: &Helm, values: Value, selector: bool, job_namespaces: &[&str
             Some("spark-operator-agent".into()),
         ));
         for (scope, role_name, namespace) in scopes {
-            let rules = expected_rules(&permissions, component, scope, selector);
+            let rules = expected_rules(&permissions, component, scope, when);
             let kind = if namespace.is_some() { "Role" } else { "ClusterRole" };
             let found = roles.iter().find(|r| {
                 r["kind"] == kind
@@ -376,19 +449,21 @@ fn check_rbac(helm: &Helm, values: Value, selector: bool, job_namespaces: &[&str
 #[test]
 fn rbac_is_exactly_what_permissions_yaml_gives() {
     let Some(helm) = Helm::new() else { return };
-    check_rbac(&helm, json!({}), false, &["default"]);
-    check_rbac(
-        &helm,
-        json!({"spark": {"jobNamespaces": ["a", "b"]}}),
-        false,
-        &["a", "b"],
-    );
-    check_rbac(&helm, json!({"spark": {"jobNamespaces": [""]}}), false, &[]);
+    check_rbac(&helm, json!({}), &[], &["default"]);
+    check_rbac(&helm, json!({"spark": {"jobNamespaces": ["a", "b"]}}), &[], &["a", "b"]);
+    check_rbac(&helm, json!({"spark": {"jobNamespaces": [""]}}), &[], &[]);
     check_rbac(
         &helm,
         json!({"spark": {"jobNamespaces": [], "jobNamespaceSelector": "team=spark"}}),
-        true,
+        &["jobNamespaceSelector"],
         &[],
+    );
+    // The driver PodDisruptionBudget rules only with the feature on.
+    check_rbac(
+        &helm,
+        json!({"controller": {"driverPodDisruptionBudget": {"enable": true}}}),
+        &["driverPodDisruptionBudget"],
+        &["default"],
     );
 }
 

@@ -75,12 +75,8 @@ use). Included by every workload template, so `helm template` refuses them too. 
 {{- /* path, what happens, JSON defaults that need no warning */ -}}
 {{- $ignored := list
   (list "controller.leaderElection.renewDeadline" "ignored: the leader renews every retryPeriod" (list "\"10s\""))
-  (list "controller.driverPodDisruptionBudget.enable" "reserved for later: no driver PodDisruptionBudgets are made" (list "false"))
   (list "controller.kubeAPIQPS" "ignored" (list "20"))
   (list "controller.kubeAPIBurst" "ignored" (list "30"))
-  (list "controller.uiService.enable" "reserved for later" (list "true"))
-  (list "controller.uiIngress.enable" "reserved for later: no Spark UI Ingresses are made" (list "false"))
-  (list "controller.uiIngress.urlFormat" "reserved for later" (list "\"\""))
   (list "controller.batchScheduler.enable" "reserved for later: no batch scheduler integration yet" (list "false"))
   (list "controller.batchScheduler.kubeSchedulerNames" "reserved for later" (list "[]"))
   (list "controller.batchScheduler.default" "reserved for later" (list "\"\""))
@@ -126,6 +122,12 @@ use). Included by every workload template, so `helm template` refuses them too. 
 {{- end }}
 {{- if ne .Values.webhook.logEncoder .Values.controller.logEncoder }}
 - webhook.logEncoder = {{ .Values.webhook.logEncoder }}: the operator process uses controller.logEncoder = {{ .Values.controller.logEncoder }}.
+{{- end }}
+{{- $ui := .Values.controller.uiIngress }}
+{{- if and $ui.enable (not $ui.urlFormat) }}
+- controller.uiIngress.enable is true without controller.uiIngress.urlFormat: no Spark UI Ingresses are made (as Kubeflow's chart).
+{{- else if and $ui.enable (not .Values.controller.uiService.enable) }}
+- controller.uiIngress.enable is true with controller.uiService.enable false: no Spark UI Ingresses are made (they route to the UI Service).
 {{- end }}
 {{- if eq .Values.image.repository "kubeflow/spark-operator/controller" }}
 - image = {{ .Values.image.registry }}/{{ .Values.image.repository }} is Kubeflow's image: this chart runs {{ include "spark-operator.image" . }} instead.

@@ -35,6 +35,7 @@ use crate::app::state::{self, Action as Do, Decision, DriverObservation, Notice,
 use crate::app::status;
 use crate::app::submit::{self, Submitted};
 use crate::metrics::Live;
+use crate::submission::driver_pdb;
 use spark_operator_api::watched::WatchedApp;
 use spark_operator_runtime::error_chain::ErrorChain;
 use spark_operator_runtime::readiness::Check;
@@ -381,9 +382,12 @@ async fn reconcile_once(app: &Arc<SparkApplication>, api: &Api<SparkApplication>
                     .and_then(|s| s.last_submission_attempt_time.as_ref())
                     .map_or(now, |t| t.0);
                 match submit::submit(&ctx.client, &ctx.settings, &current, submission_id, submit_time).await? {
-                    Submitted::Done(outcome) => {
+                    Submitted::Done(outcome, web_ui) => {
                         let stored = current.status.clone().unwrap_or_default();
-                        let after = state::after_submit(&current, &stored, &outcome, Timestamp::now());
+                        let mut after = state::after_submit(&current, &stored, &outcome, Timestamp::now());
+                        if !matches!(outcome, state::SubmitOutcome::Failed { .. }) {
+                            web_ui.record(&mut after.status.driver_info);
+                        }
                         current = write_status(ctx, api, &current, after.status, &after.transitions, &after.notices)
                             .await?
                             .0;
@@ -395,6 +399,11 @@ async fn reconcile_once(app: &Arc<SparkApplication>, api: &Api<SparkApplication>
                 }
             }
             Do::DeleteDriver { pod_name } => {
+                // Kubeflow's deleteSparkResources: the PodDisruptionBudget first, so an eviction in
+                // flight is not held up by it while the driver goes.
+                if ctx.settings.submission.driver_pdb {
+                    submit::delete_driver_pdb(&ctx.client, &namespace, &driver_pdb::name(&current)).await?;
+                }
                 if let Some(pod) = &driver.pod {
                     driver_finalizer::release(&ctx.client, pod).await?;
                 }
@@ -441,6 +450,9 @@ async fn reconcile_once(app: &Arc<SparkApplication>, api: &Api<SparkApplication>
         }
     }
 
+    if let Some(pdb) = driver_pdb::to_delete_at_end(&current, ctx.settings.submission.driver_pdb) {
+        submit::delete_driver_pdb(&ctx.client, &namespace, &pdb).await?;
+    }
     release_if_recorded(ctx, &driver, &current).await?;
     let terminal = current.state().is_terminal();
     Ok(match requeue {

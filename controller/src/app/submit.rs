@@ -7,8 +7,9 @@
 //! builds the very same objects: an existing driver pod carrying our submission id is adopted and its
 //! missing objects created, never a second driver.
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
+use k8s_openapi::api::networking::v1::{Ingress, NetworkPolicy};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Resource;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde::Serialize;
@@ -20,7 +21,9 @@ use spark_operator_runtime::error_chain::{ErrorChain, kube_error};
 use crate::app::context::Settings;
 use crate::app::state::SubmitOutcome;
 use crate::app::status::FIELD_MANAGER;
+use crate::submission::driver_pdb::DriverPdb;
 use crate::submission::pod_group::PodGroup;
+use crate::submission::web_ui::WebUiStatus;
 use crate::submission::{
     ExistingDriverPod, Submission, SubmissionError, SubmissionIds, SubmissionInput, build_submission,
     classify_existing_driver_pod,
@@ -29,8 +32,9 @@ use crate::submission::{
 /// What became of a submission.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Submitted {
-    /// Done, one way or the other.
-    Done(SubmitOutcome),
+    /// Done, one way or the other; with what `status.driverInfo` records of the UI Service and Ingress
+    /// (empty unless the submission went through and the operator makes them).
+    Done(SubmitOutcome, WebUiStatus),
     /// A driver pod of an earlier run of this application is still there; it was asked to go.
     WaitForOldDriver { pod: String },
 }
@@ -53,8 +57,9 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
-    #[error("deleting the PodGroup {namespace}/{name}")]
-    DeletePodGroup {
+    #[error("deleting {kind} {namespace}/{name}")]
+    Delete {
+        kind: &'static str,
         namespace: String,
         name: String,
         #[source]
@@ -128,32 +133,40 @@ pub async fn submit(
         Ok(objects) => objects,
         Err(error) => {
             // Shown to users in status: the whole chain, the decoration's field and fix included.
-            return Ok(Submitted::Done(SubmitOutcome::Failed {
-                message: ErrorChain(&error).to_string(),
-            }));
+            return Ok(Submitted::Done(
+                SubmitOutcome::Failed {
+                    message: ErrorChain(&error).to_string(),
+                },
+                WebUiStatus::default(),
+            ));
         }
     };
 
-    // The application's own objects first, so the driver's mounts resolve at once.
-    if let Some(config_map) = &objects.prometheus_config_map {
-        match apply(client, &namespace, config_map).await {
-            Ok(()) => {}
-            Err(Error::Create { source, kind, name, .. }) if permanent(&source) => {
-                let message = format!(
-                    "the API server refused the application's {kind} {name}: {}",
-                    kube_error(&source)
-                );
-                return Ok(Submitted::Done(SubmitOutcome::Failed { message }));
-            }
-            Err(error) => return Err(error),
+    // The application's own objects first, so the driver's mounts resolve at once (and its UI Service,
+    // Ingress and PodDisruptionBudget are there when it starts).
+    let web_ui = match application_objects(client, &namespace, &objects).await {
+        Ok(web_ui) => web_ui,
+        Err(Error::Create { source, kind, name, .. }) if permanent(&source) => {
+            let message = format!(
+                "the API server refused the application's {kind} {name}: {}",
+                kube_error(&source)
+            );
+            return Ok(Submitted::Done(
+                SubmitOutcome::Failed { message },
+                WebUiStatus::default(),
+            ));
         }
-    }
+        Err(error) => return Err(error),
+    };
 
     // The gang scheduler's PodGroup before the driver, as Kubeflow: the driver's pod names it.
     if let Some(group) = &objects.pod_group
         && let Some(message) = create_pod_group(client, &namespace, group).await?
     {
-        return Ok(Submitted::Done(SubmitOutcome::Failed { message }));
+        return Ok(Submitted::Done(
+            SubmitOutcome::Failed { message },
+            WebUiStatus::default(),
+        ));
     }
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
@@ -185,7 +198,10 @@ pub async fn submit(
                         "a pod named {pod_name} already exists and was not created for this application: delete \
                          it, or name the driver differently with spec.driver.podName"
                     );
-                    return Ok(Submitted::Done(SubmitOutcome::Failed { message }));
+                    return Ok(Submitted::Done(
+                        SubmitOutcome::Failed { message },
+                        WebUiStatus::default(),
+                    ));
                 }
             }
         }
@@ -194,7 +210,10 @@ pub async fn submit(
                 "the API server refused the driver pod {pod_name}: {}",
                 kube_error(&error)
             );
-            return Ok(Submitted::Done(SubmitOutcome::Failed { message }));
+            return Ok(Submitted::Done(
+                SubmitOutcome::Failed { message },
+                WebUiStatus::default(),
+            ));
         }
         Err(source) => {
             return Err(Error::Create {
@@ -219,7 +238,7 @@ pub async fn submit(
     }
     .await;
     match created {
-        Ok(()) => Ok(Submitted::Done(outcome)),
+        Ok(()) => Ok(Submitted::Done(outcome, web_ui)),
         Err(Error::Create { source, kind, name, .. }) if permanent(&source) => {
             // As spark-submit: without its objects the driver cannot run; take it back and fail.
             delete_pod(&pods, &pod_name, &namespace).await?;
@@ -227,9 +246,59 @@ pub async fn submit(
                 "the API server refused the driver's {kind} {name}: {}",
                 kube_error(&source)
             );
-            Ok(Submitted::Done(SubmitOutcome::Failed { message }))
+            Ok(Submitted::Done(
+                SubmitOutcome::Failed { message },
+                WebUiStatus::default(),
+            ))
         }
         Err(error) => Err(error),
+    }
+}
+
+/// Applies the objects the application owns (the Prometheus ConfigMap, the driver PodDisruptionBudget,
+/// the UI and `driverIngressOptions` Services and Ingresses), or deletes a PodDisruptionBudget the spec
+/// no longer asks for; returns what the status records of the UI.
+async fn application_objects(
+    client: &kube::Client,
+    namespace: &str,
+    objects: &Submission,
+) -> Result<WebUiStatus, Error> {
+    if let Some(config_map) = &objects.prometheus_config_map {
+        apply(client, namespace, config_map).await?;
+    }
+    match &objects.driver_pdb {
+        DriverPdb::Unmanaged => {}
+        DriverPdb::Apply(pdb) => {
+            apply::<PodDisruptionBudget>(client, namespace, pdb).await?;
+        }
+        DriverPdb::Delete { name } => delete_driver_pdb(client, namespace, name).await?,
+    }
+    let access = &objects.driver_access;
+    let mut web_ui = WebUiStatus::default();
+    for (index, exposure) in access.ui.iter().chain(&access.driver_ingresses).enumerate() {
+        let stored = apply::<Service>(client, namespace, &exposure.service).await?;
+        if let Some(ingress) = &exposure.ingress {
+            apply::<Ingress>(client, namespace, ingress).await?;
+        }
+        if index == 0 && access.ui.is_some() {
+            web_ui = WebUiStatus::of(exposure, &stored);
+        }
+    }
+    Ok(web_ui)
+}
+
+/// Deletes the driver PodDisruptionBudget `name`, if there is one.
+pub async fn delete_driver_pdb(client: &kube::Client, namespace: &str, name: &str) -> Result<(), Error> {
+    let api: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), namespace);
+    match api.delete(name, &DeleteParams::background()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(source) => Err(Error::Delete {
+            kind: "PodDisruptionBudget",
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            source,
+        }),
     }
 }
 
@@ -274,7 +343,8 @@ pub async fn delete_pod_group(
     match api.delete(&name, &DeleteParams::background()).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(source) => Err(Error::DeletePodGroup {
+        Err(source) => Err(Error::Delete {
+            kind: "PodGroup",
             namespace: namespace.to_owned(),
             name,
             source,
@@ -331,8 +401,8 @@ async fn create<K: Namespaced>(client: &kube::Client, namespace: &str, object: &
 }
 
 /// Creates or updates an object the application owns (server-side apply, our field manager): the
-/// same content for a resumed submission, the new content after a spec change.
-async fn apply<K: Namespaced>(client: &kube::Client, namespace: &str, object: &K) -> Result<(), Error> {
+/// same content for a resumed submission, the new content after a spec change. Returns it as stored.
+async fn apply<K: Namespaced>(client: &kube::Client, namespace: &str, object: &K) -> Result<K, Error> {
     let api: Api<K> = Api::namespaced(client.clone(), namespace);
     let name = object.meta().name.clone().unwrap_or_default();
     // k8s-openapi types serialize their apiVersion and kind, which server-side apply needs.
@@ -340,7 +410,7 @@ async fn apply<K: Namespaced>(client: &kube::Client, namespace: &str, object: &K
         .patch(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(object))
         .await
     {
-        Ok(_) => Ok(()),
+        Ok(stored) => Ok(stored),
         Err(source) => Err(Error::Create {
             kind: <K as k8s_openapi::Resource>::KIND,
             namespace: namespace.to_owned(),

@@ -18,11 +18,16 @@
 //! - [`driver_conf`]: what spark-submit resolves from it: names, labels, ports, `spark.properties`.
 //! - [`driver_pod`], [`config_map`], [`service`], [`network_policy`]: one object each.
 //! - [`prometheus`]: the application's `<app>-prom-conf` ConfigMap (Kubeflow's addition, not Spark's).
+//! - [`web_ui`]: the application's UI Service and Ingress and its `driverIngressOptions` Services and
+//!   Ingresses (Kubeflow's), their URLs read by [`ingress_url`]; [`driver_pdb`]: the driver's
+//!   PodDisruptionBudget (Kubeflow's).
 //! - [`properties`]: Java's properties-file format.
 
 pub mod config_map;
 pub mod driver_conf;
+pub mod driver_pdb;
 pub mod driver_pod;
+pub mod ingress_url;
 pub mod network_policy;
 pub mod pod_group;
 pub mod prometheus;
@@ -30,6 +35,7 @@ pub mod properties;
 pub mod service;
 pub mod spark_conf;
 mod volumes;
+pub mod web_ui;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
@@ -41,6 +47,7 @@ use spark_operator_api::naming::spark_unique_id;
 pub use driver_conf::{DriverConf, DriverConfError, SparkFeatures};
 pub use driver_pod::DriverPodError;
 pub use spark_conf::SparkConfError;
+pub use web_ui::{DriverAccess, UiOptions, WebUiError};
 
 /// The random parts of one submission, drawn by the caller.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -90,7 +97,7 @@ pub enum NetworkPolicyMode {
 
 /// Operator-wide choices about submission. Every choice that shapes the objects is here, so the
 /// builders' output is exactly what is created.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct SubmissionOptions {
     pub network_policy: NetworkPolicyMode,
     /// Whether driver pods carry the driver-protection finalizer (`--driver-finalizer`; on by default,
@@ -101,6 +108,11 @@ pub struct SubmissionOptions {
     /// off or fails open. Off, only a `spec.executor.template` is written, as spark-submit would; tests
     /// turn it off to show what the webhook alone does.
     pub executor_template: bool,
+    /// The Spark UI Service and Ingress (Kubeflow's `--enable-ui-service`, `--ingress-*`).
+    pub ui: UiOptions,
+    /// Kubeflow's `--enable-driver-pdb`: manage the driver PodDisruptionBudget that
+    /// `spec.driverPodDisruptionBudget` asks for.
+    pub driver_pdb: bool,
 }
 
 impl Default for SubmissionOptions {
@@ -109,6 +121,8 @@ impl Default for SubmissionOptions {
             network_policy: NetworkPolicyMode::default(),
             driver_finalizer: true,
             executor_template: true,
+            ui: UiOptions::default(),
+            driver_pdb: false,
         }
     }
 }
@@ -145,6 +159,8 @@ pub enum SubmissionError {
     ExecutorTemplate(String),
     #[error("the executor pod template cannot be decorated")]
     ExecutorDecoration(#[source] spark_operator_api::decoration::DecorationError),
+    #[error(transparent)]
+    WebUi(#[from] WebUiError),
 }
 
 /// The objects of one submission.
@@ -166,6 +182,12 @@ pub struct Submission {
     /// The batch scheduler's PodGroup (Volcano, coscheduling), created before the driver pod and owned
     /// by the application.
     pub pod_group: Option<pod_group::PodGroup>,
+    /// The UI Service and Ingress and the `driverIngressOptions` Services and Ingresses: owned by the
+    /// application, applied before the driver pod, kept across reruns.
+    pub driver_access: DriverAccess,
+    /// The driver's PodDisruptionBudget: owned by the application, applied (or deleted) before the
+    /// driver pod.
+    pub driver_pdb: driver_pdb::DriverPdb,
 }
 
 impl Submission {
@@ -253,9 +275,20 @@ pub fn writes_executor_template(input: &SubmissionInput<'_>) -> bool {
             }))
 }
 
+/// The UI builders' input for a submission.
+pub fn web_ui_input<'a>(input: &SubmissionInput<'a>) -> web_ui::WebUiInput<'a> {
+    web_ui::WebUiInput {
+        app: input.app,
+        submission_id: input.submission_id,
+        app_id: &input.ids.app_id,
+        options: &input.options.ui,
+    }
+}
+
 /// Builds every object of a submission.
 pub fn build_submission(input: &SubmissionInput<'_>) -> Result<Submission, SubmissionError> {
     let submit = spark_conf::build(input)?;
+    let driver_access = web_ui::build(&web_ui_input(input))?;
     let conf = DriverConf::resolve(input, submit)?;
     let mut driver_pod = driver_pod::build(&conf)?;
     if let Some(task_groups) = pod_group::yunikorn_task_groups(&conf, &driver_pod)? {
@@ -274,5 +307,7 @@ pub fn build_submission(input: &SubmissionInput<'_>) -> Result<Submission, Submi
         service: service::build(&conf),
         network_policy: network_policy::build(&conf),
         prometheus_config_map: prometheus::config_map(input.app),
+        driver_access,
+        driver_pdb: driver_pdb::plan(input.app, input.options.driver_pdb),
     })
 }

@@ -58,6 +58,8 @@ pub enum SparkConfError {
         "{path}: local-dir volume {name:?} must be an emptyDir, hostPath, nfs or persistentVolumeClaim volume (Spark mounts only these)"
     )]
     UnsupportedLocalDirVolume { path: FieldPath, name: String },
+    #[error(transparent)]
+    WebUi(#[from] super::web_ui::WebUiError),
 }
 
 /// What kind of program the driver runs (`spark.kubernetes.resource.type`).
@@ -145,6 +147,17 @@ pub fn build(input: &SubmissionInput<'_>) -> Result<SubmitConf, SparkConfError> 
     for (key, value) in &spec.spark_conf {
         if key != SPARK_DRIVER_POD_NAME_KEY {
             conf.set(key, value);
+        }
+    }
+    // Kubeflow's configWebUI: a UI Ingress with a path serves the UI under it, unless the spec says otherwise.
+    if let Some(base) = super::web_ui::proxy_base(&super::web_ui_input(input))? {
+        for (key, value) in [
+            (super::web_ui::SPARK_UI_PROXY_BASE_KEY, base.as_str()),
+            (super::web_ui::SPARK_UI_PROXY_REDIRECT_URI_KEY, "/"),
+        ] {
+            if !spec.spark_conf.contains_key(key) {
+                conf.set(key, value);
+            }
         }
     }
     for (key, value) in &spec.hadoop_conf {

@@ -51,7 +51,10 @@ async fn submit_burst(cluster: &Cluster, batch_scheduler: Option<&str>) -> usize
     count
 }
 
-fn condition<'a>(app: &'a SparkApplication, type_: &str) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+fn condition<'a>(
+    app: &'a SparkApplication,
+    type_: &str,
+) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
     app.status.as_ref()?.conditions.iter().find(|c| c.type_ == type_)
 }
 
@@ -112,11 +115,18 @@ async fn the_same_burst_deadlocks_without_gang_admission() {
     let cluster = Cluster::start(small_nodes(kube_sim::node::Volcano::NoGang)).await;
     let _controller = cluster.controller(cluster.args(&["--enable-batch-scheduler"]));
     let count = submit_burst(&cluster, Some("volcano")).await;
-    let (apps, all) = watch(&cluster, count, Duration::from_secs(30), Duration::from_secs(300), |a| {
-        state(a) == S::Completed
-    })
+    let (apps, all) = watch(
+        &cluster,
+        count,
+        Duration::from_secs(30),
+        Duration::from_secs(300),
+        |a| state(a) == S::Completed,
+    )
     .await;
-    assert!(!all, "the burst completed without gang admission: the test above proves nothing");
+    assert!(
+        !all,
+        "the burst completed without gang admission: the test above proves nothing"
+    );
     // Deadlocked: drivers running whose executors cannot be placed, nothing finishing.
     let running = apps.values().filter(|a| state(a) == S::Running).count();
     assert!(running >= 4, "drivers hold the CPUs: {:?}", tally(&apps));
@@ -133,22 +143,44 @@ async fn without_a_batch_scheduler_no_application_fails_for_capacity() {
             || condition(a, "DriverScheduled").is_some_and(|c| c.status == "False" && c.reason == "WaitingForCapacity")
             || condition(a, "ExecutorsStarved").is_some_and(|c| c.status == "True")
     };
-    let (apps, all) = watch(&cluster, count, Duration::from_secs(60), Duration::from_secs(600), |a| {
-        explained(a) || state(a) == S::Failed
-    })
+    let (apps, all) = watch(
+        &cluster,
+        count,
+        Duration::from_secs(60),
+        Duration::from_secs(600),
+        |a| explained(a) || state(a) == S::Failed,
+    )
     .await;
     let failed: Vec<_> = apps
         .iter()
         .filter(|(_, a)| state(a) == S::Failed)
-        .map(|(name, a)| (name.clone(), a.status.clone().unwrap_or_default().application_state.error_message))
+        .map(|(name, a)| {
+            (
+                name.clone(),
+                a.status.clone().unwrap_or_default().application_state.error_message,
+            )
+        })
         .collect();
     assert!(failed.is_empty(), "applications FAILED: {failed:#?}");
-    assert!(all, "some application neither completed nor said why it waits: {:?}", tally(&apps));
-    let starved = apps.values().filter(|a| condition(a, "ExecutorsStarved").is_some()).count();
+    assert!(
+        all,
+        "some application neither completed nor said why it waits: {:?}",
+        tally(&apps)
+    );
+    let starved = apps
+        .values()
+        .filter(|a| condition(a, "ExecutorsStarved").is_some())
+        .count();
     let waiting = apps
         .values()
         .filter(|a| condition(a, "DriverScheduled").is_some_and(|c| c.reason == "WaitingForCapacity"))
         .count();
-    eprintln!("{:?}; ExecutorsStarved {starved}, WaitingForCapacity {waiting}", tally(&apps));
-    assert!(waiting > 0, "the burst was beyond capacity: some driver waited for room");
+    eprintln!(
+        "{:?}; ExecutorsStarved {starved}, WaitingForCapacity {waiting}",
+        tally(&apps)
+    );
+    assert!(
+        waiting > 0,
+        "the burst was beyond capacity: some driver waited for room"
+    );
 }

@@ -79,8 +79,10 @@ async fn every_kubeflow_example_reaches_a_terminal_state() {
             configmaps
                 .create(
                     &PostParams::default(),
-                    &serde_json::from_value(json!({"metadata": {"name": "test-configmap"}, "data": {"KEY1": "VALUE1"}}))
-                        .expect("a ConfigMap"),
+                    &serde_json::from_value(
+                        json!({"metadata": {"name": "test-configmap"}, "data": {"KEY1": "VALUE1"}}),
+                    )
+                    .expect("a ConfigMap"),
                 )
                 .await
                 .expect("the ConfigMap the example mounts");
@@ -159,7 +161,10 @@ async fn every_kubeflow_example_reaches_a_terminal_state() {
     for (app, (end, message)) in &ended {
         if app.starts_with("ex-spark-pi-yunikorn/") {
             assert_eq!(*end, S::Failed, "{app}");
-            assert!(message.contains("\"yunikorn\""), "{app}: says which scheduler is missing: {message}");
+            assert!(
+                message.contains("\"yunikorn\""),
+                "{app}: says which scheduler is missing: {message}"
+            );
         } else if app.starts_with("ex-spark-pi-kube-scheduler/") {
             assert_eq!(*end, S::Failed, "{app}");
             assert!(message.contains("spec.batchScheduler"), "{app}: {message}");
@@ -174,11 +179,10 @@ async fn every_kubeflow_example_reaches_a_terminal_state() {
         "ex-spark-pi-volcano",
         &spark_operator_controller::submission::pod_group::volcano_resource(),
     );
-    let driver: k8s_openapi::api::core::v1::Pod =
-        Api::namespaced(cluster.client.clone(), "ex-spark-pi-volcano")
-            .get("spark-pi-volcano-driver")
-            .await
-            .expect("the Volcano example's driver pod");
+    let driver: k8s_openapi::api::core::v1::Pod = Api::namespaced(cluster.client.clone(), "ex-spark-pi-volcano")
+        .get("spark-pi-volcano-driver")
+        .await
+        .expect("the Volcano example's driver pod");
     let annotations = driver.metadata.annotations.unwrap_or_default();
     assert_eq!(
         annotations.get("scheduling.k8s.io/group-name").map(String::as_str),
@@ -202,7 +206,8 @@ async fn every_kubeflow_example_reaches_a_terminal_state() {
 async fn kubeflows_failing_example_fails_every_attempt_as_spark_does() {
     let cluster = Cluster::start(ClusterOptions::default()).await;
     let _controller = cluster.controller(cluster.args(&[]));
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/kubeflow-bad-examples/fail-application.yaml");
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/kubeflow-bad-examples/fail-application.yaml");
     let yaml = std::fs::read_to_string(path).expect("Kubeflow's failing example");
     let app = cluster.create_app(&yaml).await;
     let name = app.metadata.name.clone().unwrap_or_default();
@@ -213,7 +218,11 @@ async fn kubeflows_failing_example_fails_every_attempt_as_spark_does() {
     assert_eq!(state(&app), S::Failed, "{status:#?}");
     assert_eq!(status.execution_attempts, 4, "the first run and its 3 retries");
     let driver = status.driver_termination.clone().expect("the driver's end");
-    assert_eq!(driver.exit_code, Some(101), "spark-submit's exit code for a class it cannot load");
+    assert_eq!(
+        driver.exit_code,
+        Some(101),
+        "spark-submit's exit code for a class it cannot load"
+    );
     assert_eq!(driver.reason.as_deref(), Some("Error"));
     assert!(
         status.application_state.error_message.contains("code 101"),

@@ -2,8 +2,8 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 mod agents;
-mod churn;
 mod burst;
+mod churn;
 mod cleanup;
 mod endpoints;
 mod exactly_once;
@@ -17,6 +17,7 @@ mod poison;
 mod scheduled;
 mod spec_changes;
 mod template;
+mod web_ui;
 mod webhook;
 // ServiceAccount tokens and kubeconfigs with a token user, shared with the agent's log tests.
 #[allow(dead_code)]
