@@ -217,7 +217,15 @@ pub(crate) async fn run(ctx: ProcessCtx, mut signals: watch::Receiver<Signal>) -
         .get("spark.kubernetes.driver.pod.name")
         .unwrap_or(crate::meta::name(&ctx.pod))
         .to_string();
-    let sa = conf.get_or("spark.kubernetes.authenticate.driver.serviceAccountName", "default");
+    // Spark's client authenticates with the token mounted in the pod: the pod's own ServiceAccount
+    // (from the conf, or from a pod template that names one), not what the conf says.
+    let sa = ctx
+        .pod
+        .pointer("/spec/serviceAccountName")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .unwrap_or("default")
+        .to_string();
     let user = UserInfo {
         username: format!("system:serviceaccount:{namespace}:{sa}"),
         uid: String::new(),
