@@ -114,6 +114,9 @@ pub enum Condition {
     /// The operator manages driver PodDisruptionBudgets (`controller.driverPodDisruptionBudget.enable`,
     /// `--enable-driver-pdb`).
     DriverPodDisruptionBudget,
+    /// Batch schedulers are enabled (`controller.batchScheduler.enable`, `--enable-batch-scheduler`): the
+    /// operator creates and deletes their PodGroups.
+    BatchScheduler,
 }
 
 impl Condition {
@@ -122,6 +125,7 @@ impl Condition {
             Condition::JobNamespaceSelector => "jobNamespaceSelector",
             Condition::AgentsDisabled => "agentsDisabled",
             Condition::DriverPodDisruptionBudget => "driverPodDisruptionBudget",
+            Condition::BatchScheduler => "batchScheduler",
         }
     }
 }
@@ -373,6 +377,19 @@ pub static RULES: &[Rule] = &[
             "controller: apply an application's Spark UI Ingress (--ingress-url-format) and driverIngressOptions Ingresses (server-side apply: create when missing, patch)",
         ],
     ),
+    Rule {
+        when: Some(Condition::BatchScheduler),
+        ..rule(
+            Operator,
+            JobNamespaces,
+            &["scheduling.volcano.sh", "scheduling.x-k8s.io"],
+            &["podgroups"],
+            &["create", "delete"],
+            &[
+                "controller: create an application's Volcano or coscheduling PodGroup before its driver, delete it when the application ends",
+            ],
+        )
+    },
     Rule {
         when: Some(Condition::DriverPodDisruptionBudget),
         ..rule(

@@ -245,13 +245,51 @@ fn kubeflow_default_values_install_unchanged() {
 
     // A key that is accepted and not honoured is warned about when changed.
     let mut values = values_file(&kubeflow_values());
-    values["controller"]["batchScheduler"]["enable"] = json!(true);
+    values["controller"]["pprof"]["enable"] = json!(true);
     let rendered = render(&helm, &values);
     assert!(
-        notes(&rendered).contains("controller.batchScheduler.enable = true"),
+        notes(&rendered).contains("controller.pprof.enable = true"),
         "{}",
         notes(&rendered)
     );
+}
+
+#[test]
+fn batch_scheduler_values_become_kubeflows_flags() {
+    let Some(helm) = Helm::new() else { return };
+    let operator_args = |values: &Value| {
+        let rendered = render(&helm, values);
+        let objects = objects(&rendered);
+        let deployment = find(&objects, "Deployment", "spark-operator-controller");
+        (
+            args(&deployment["spec"]["template"]["spec"]["containers"][0]),
+            notes(&rendered),
+        )
+    };
+    // Kubeflow's default: off, nothing passed (the operator's default is off), nothing warned about.
+    let (off, notes) = operator_args(&values_file(&kubeflow_values()));
+    assert!(
+        !off.iter()
+            .any(|a| a.contains("batch-scheduler") || a.contains("kube-scheduler")),
+        "{off:?}"
+    );
+    assert!(!notes.contains("batchScheduler"), "{notes}");
+
+    let mut values = values_file(&kubeflow_values());
+    values["controller"]["batchScheduler"] = json!({
+        "enable": true,
+        "kubeSchedulerNames": ["scheduler-plugins-scheduler", "other"],
+        "default": "volcano",
+    });
+    let (on, notes) = operator_args(&values);
+    for flag in [
+        "--enable-batch-scheduler=true",
+        "--kube-scheduler-names=scheduler-plugins-scheduler,other",
+        "--default-batch-scheduler=volcano",
+    ] {
+        assert!(on.contains(&flag.to_owned()), "{flag} not in {on:?}");
+    }
+    assert!(!notes.contains("batchScheduler"), "no longer reserved: {notes}");
 }
 
 #[test]
@@ -463,6 +501,13 @@ fn rbac_is_exactly_what_permissions_yaml_gives() {
         &helm,
         json!({"controller": {"driverPodDisruptionBudget": {"enable": true}}}),
         &["driverPodDisruptionBudget"],
+        &["default"],
+    );
+    // The PodGroup rules only with batch scheduling on.
+    check_rbac(
+        &helm,
+        json!({"controller": {"batchScheduler": {"enable": true}}}),
+        &["batchScheduler"],
         &["default"],
     );
 }
