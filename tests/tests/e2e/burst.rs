@@ -183,4 +183,16 @@ async fn without_a_batch_scheduler_no_application_fails_for_capacity() {
         waiting > 0,
         "the burst was beyond capacity: some driver waited for room"
     );
+    assert!(
+        starved > 0,
+        "drivers that took the room their executors need say so (ExecutorsStarved)"
+    );
+    let message = apps
+        .values()
+        .find_map(|a| condition(a, "ExecutorsStarved").map(|c| c.message.clone()))
+        .unwrap_or_default();
+    assert!(
+        message.contains("spec.batchScheduler"),
+        "points to gang scheduling: {message}"
+    );
 }
