@@ -154,9 +154,7 @@ async fn every_kubeflow_example_reaches_a_terminal_state() {
         let status = app.status.clone().unwrap_or_default();
         let mut message = status.application_state.error_message.clone();
         // The driver's own words, for a failure that was not expected.
-        if let Some(pod) =
-            Some(status.driver_info.pod_name.as_str()).filter(|p| !p.is_empty() && state(&app) == S::Failed)
-        {
+        if let Some(pod) = Some(status.driver_info.pod_name.as_str()).filter(|p| !p.is_empty() && state(&app) == S::Failed) {
             let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(cluster.client.clone(), namespace);
             if let Ok(log) = pods.logs(pod, &Default::default()).await {
                 message.push_str(&format!("\n--- driver log ---\n{log}"));
