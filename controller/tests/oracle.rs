@@ -2,6 +2,8 @@
 //! (`shared/design/reference/spark-submit/captured/<variant>/`), the equivalent SparkApplication
 //! (`tests/oracle/<variant>.yaml`) must give the same objects, field by field, after the capture
 //! tool's normalization, except for the differences listed with their reasons in `oracle/allowed.rs`.
+//! The same for Spark 3.5.3 (`tests/oracle/captured-3.5/<variant>/`, committed here): the same
+//! SparkApplications with `sparkVersion: 3.5.3` and the image the capture named.
 //!
 //! The objects are made by `submit::objects`, the function `submit` creates from, with the default
 //! options, and the driver pod's uid added as `submit` adds it: exactly what the controller creates
@@ -30,15 +32,41 @@ use spark_operator_controller::submission::{
     classify_existing_driver_pod,
 };
 
-use allowed::ALLOWED;
+use allowed::{ALLOWED, Allowed};
 use compare::Diff;
 
-fn captured(variant: &str) -> PathBuf {
-    PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/design/reference/spark-submit/captured"
-    ))
-    .join(variant)
+/// The Spark release whose spark-submit a capture was made with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Spark {
+    /// Spark 4.3.0, captured in `shared/` (the capture tool's own variants).
+    V4_3,
+    /// Spark 3.5.3, captured into this repository (`tests/oracle/captured-3.5/README.md`).
+    V3_5,
+}
+
+impl Spark {
+    fn captures(self) -> PathBuf {
+        match self {
+            Spark::V4_3 => PathBuf::from(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../shared/design/reference/spark-submit/captured"
+            )),
+            Spark::V3_5 => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/oracle/captured-3.5")),
+        }
+    }
+
+    /// The differences allowed with this release: those of every release, then its own.
+    fn allowed(self) -> impl Iterator<Item = &'static Allowed> {
+        let own = match self {
+            Spark::V4_3 => &[][..],
+            Spark::V3_5 => allowed::SPARK_3_5,
+        };
+        ALLOWED.iter().chain(own)
+    }
+}
+
+fn captured(spark: Spark, variant: &str) -> PathBuf {
+    spark.captures().join(variant)
 }
 
 fn fixture(variant: &str) -> SparkApplication {
@@ -47,12 +75,23 @@ fn fixture(variant: &str) -> SparkApplication {
     serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// The variant's SparkApplication for this release: the 3.5 captures ran the same command lines with
+/// the image `apache/spark:3.5.3` (`captured-3.5/capture.py`), so the spec names that image and version.
+fn fixture_for(spark: Spark, variant: &str) -> SparkApplication {
+    let mut app = fixture(variant);
+    if spark == Spark::V3_5 {
+        app.spec.spark_version = "3.5.3".to_owned();
+        app.spec.image = Some("apache/spark:3.5.3".to_owned());
+    }
+    app
+}
+
 /// Objects spark-submit never sent because it failed first: nothing to compare them with.
 const NOT_SENT: &[(&str, &[&str], &str)] = &[
     (
         "scala-pi-pod-exists",
         &["service", "networkpolicy", "configmap"],
-        "the driver pod already existed (409) and spark-submit stopped",
+        "the driver pod already existed (409) and spark-submit stopped (either release)",
     ),
     (
         "scala-pi-netpol-forbidden",
@@ -179,28 +218,39 @@ fn ours(submission: &Submission) -> Vec<(&'static str, Option<Value>)> {
     ]
 }
 
-fn theirs(variant: &str, object: &str) -> Option<Value> {
-    let path = captured(variant).join(format!("{object}.normalized.json"));
+fn theirs(spark: Spark, variant: &str, object: &str) -> Option<Value> {
+    let path = captured(spark, variant).join(format!("{object}.normalized.json"));
     let text = std::fs::read_to_string(&path).ok()?;
     Some(serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
 }
 
+/// Compares every object of a variant with Spark 4.3's.
+fn check(variant: &str) {
+    check_release(Spark::V4_3, variant);
+}
+
+/// Compares every object of a variant with Spark 3.5's.
+fn check_3_5(variant: &str) {
+    check_release(Spark::V3_5, variant);
+}
+
 /// Compares every object of a variant with Spark's; fails on any difference the allow-list does not
 /// explain, and on any allow-list entry for the variant that explains nothing.
-fn check(variant: &str) {
+fn check_release(spark: Spark, variant: &str) {
     assert!(
-        captured(variant).is_dir(),
-        "{} is missing: the repository's CI needs shared/ beside it",
-        captured(variant).display()
+        captured(spark, variant).is_dir(),
+        "{} is missing: the 4.3 captures are in shared/ (the repository's CI needs it beside it), the 3.5 ones \
+         in tests/oracle/captured-3.5/",
+        captured(spark, variant).display()
     );
-    let app = fixture(variant);
+    let app = fixture_for(spark, variant);
     let submission = build(&app);
     check_owner_and_finalizer(&app, &submission);
     check_executor_template(&app, &submission);
     let mut unexplained: Vec<String> = Vec::new();
     let mut used = BTreeSet::new();
     for (object, our) in ours(&submission) {
-        let their = theirs(variant, object);
+        let their = theirs(spark, variant, object);
         let not_sent = NOT_SENT
             .iter()
             .any(|(v, objects, _)| *v == variant && objects.contains(&object));
@@ -209,8 +259,8 @@ fn check(variant: &str) {
             (None, None) => continue,
             (Some(_), None) if not_sent => continue,
             (Some(_), None) => {
-                match ALLOWED
-                    .iter()
+                match spark
+                    .allowed()
                     .position(|a| a.matches(variant, object, allowed::WHOLE_OBJECT))
                 {
                     Some(index) => {
@@ -230,7 +280,7 @@ fn check(variant: &str) {
             }
         };
         for Diff { path, ours, theirs } in compare::diff(&our, &their) {
-            match ALLOWED.iter().position(|a| a.matches(variant, object, &path)) {
+            match spark.allowed().position(|a| a.matches(variant, object, &path)) {
                 Some(index) => {
                     used.insert(index);
                 }
@@ -245,16 +295,18 @@ fn check(variant: &str) {
             }
         }
     }
-    let stale: Vec<String> = ALLOWED
-        .iter()
+    let stale: Vec<String> = spark
+        .allowed()
         .enumerate()
         .filter(|(index, a)| a.applies_to(variant) && !used.contains(index))
-        .filter(|(_, a)| a.object == "*" || a.path == allowed::WHOLE_OBJECT || theirs(variant, a.object).is_some())
+        .filter(|(_, a)| {
+            a.object == "*" || a.path == allowed::WHOLE_OBJECT || theirs(spark, variant, a.object).is_some()
+        })
         .map(|(_, a)| format!("{} {} ({})", a.object, a.path, a.reason))
         .collect();
     assert!(
         unexplained.is_empty() && stale.is_empty(),
-        "{variant}:\nunexplained differences:\n  {}\nallowed differences that did not occur:\n  {}",
+        "{variant} (Spark {spark:?}):\nunexplained differences:\n  {}\nallowed differences that did not occur:\n  {}",
         unexplained.join("\n  "),
         stale.join("\n  ")
     );
@@ -342,24 +394,85 @@ fn scala_pi_netpol_forbidden() {
 }
 
 #[test]
-fn every_captured_variant_has_a_fixture_and_a_test() {
-    let dir = captured("");
-    let variants: BTreeSet<String> = std::fs::read_dir(&dir)
+fn scala_pi_3_5() {
+    check_3_5("scala-pi");
+}
+
+#[test]
+fn scala_pi_driverenv_3_5() {
+    check_3_5("scala-pi-driverenv");
+}
+
+#[test]
+fn python_pi_3_5() {
+    check_3_5("python-pi");
+}
+
+#[test]
+fn minimal_3_5() {
+    check_3_5("minimal");
+}
+
+#[test]
+fn scala_pi_longname_3_5() {
+    check_3_5("scala-pi-longname");
+}
+
+#[test]
+fn scala_pi_rich_3_5() {
+    check_3_5("scala-pi-rich");
+}
+
+#[test]
+fn scala_pi_templates_3_5() {
+    check_3_5("scala-pi-templates");
+}
+
+#[test]
+fn scala_pi_wait_3_5() {
+    check_3_5("scala-pi-wait");
+}
+
+#[test]
+fn scala_pi_pod_exists_3_5() {
+    check_3_5("scala-pi-pod-exists");
+}
+
+#[test]
+fn python_deps_3_5() {
+    // Held out (issue 16): a Python application with dependencies, hadoopConf, dynamic allocation,
+    // typed secrets and local-dir volumes.
+    check_3_5("python-deps");
+}
+
+/// The variants captured for a release (the directories under its captures).
+fn captured_variants(spark: Spark) -> BTreeSet<String> {
+    let dir = spark.captures();
+    std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
+        .map(|entry| entry.unwrap())
+        .filter(|entry| entry.file_type().unwrap().is_dir())
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+#[test]
+fn every_captured_variant_has_a_fixture_and_a_test() {
     let source = include_str!("oracle.rs");
-    for variant in &variants {
-        assert!(
-            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/oracle"))
-                .join(format!("{variant}.yaml"))
-                .is_file(),
-            "no fixture for {variant}"
-        );
-        assert!(
-            source.contains(&format!("check(\"{variant}\")")),
-            "no test for {variant}"
-        );
+    for (spark, call, count) in [(Spark::V4_3, "check", 11), (Spark::V3_5, "check_3_5", 10)] {
+        let variants = captured_variants(spark);
+        for variant in &variants {
+            assert!(
+                PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/oracle"))
+                    .join(format!("{variant}.yaml"))
+                    .is_file(),
+                "no fixture for {variant}"
+            );
+            assert!(
+                source.contains(&format!("{call}(\"{variant}\")")),
+                "no test for {variant} (Spark {spark:?})"
+            );
+        }
+        assert_eq!(variants.len(), count, "{spark:?}: {variants:?}");
     }
-    assert_eq!(variants.len(), 11);
 }

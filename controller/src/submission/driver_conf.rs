@@ -42,8 +42,9 @@ pub enum DriverConfError {
 }
 
 /// The Spark-version-dependent parts of what spark-submit builds. Versions marked "conf" are the
-/// `version()` of the configuration behind the behaviour in Spark 4.3's own metadata; the others are
-/// the major version where the captures and the design notes place them.
+/// `version()` of the configuration behind the behaviour in Spark 4.3's own metadata; those marked
+/// with a JIRA are that change's first release (the 3.5.3 captures confirm the 3.x ones); the others
+/// are the major version where the captures and the design notes place them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SparkFeatures {
     /// 3.1: the driver's conf volume is `spark-conf-volume-driver` (before: `spark-conf-volume`), its
@@ -52,12 +53,16 @@ pub struct SparkFeatures {
     pub per_role_conf_volume: bool,
     /// 3.4 (conf): the Service states `ipFamilies` and `ipFamilyPolicy`.
     pub service_ip_families: bool,
-    /// 4.0: the `spark-version` label.
+    /// 3.3 (SPARK-37339): the `spark-version` label on the driver (and the Service's selector), a
+    /// label no user may set.
     pub version_label: bool,
     /// 4.0: the Spark Connect port (15002) on the driver pod and Service.
     pub connect_port: bool,
     /// 4.0: the executors' NetworkPolicy.
     pub network_policy: bool,
+    /// 4.0 (SPARK-49731): volume `mount.subPathExpr` and hostPath `options.type` are read (before, a
+    /// mount has no `subPathExpr` and a hostPath's type is always empty).
+    pub volume_sub_path_expr: bool,
     /// 4.3 (conf): `allowPrivilegeEscalation: false` on the Spark container.
     pub no_privilege_escalation: bool,
     /// 4.3 (conf): the Service states `publishNotReadyAddresses`.
@@ -70,9 +75,10 @@ impl SparkFeatures {
         Self {
             per_role_conf_volume: at_least(3, 1),
             service_ip_families: at_least(3, 4),
-            version_label: at_least(4, 0),
+            version_label: at_least(3, 3),
             connect_port: at_least(4, 0),
             network_policy: at_least(4, 0),
+            volume_sub_path_expr: at_least(4, 0),
             no_privilege_escalation: at_least(4, 3),
             publish_not_ready_addresses: at_least(4, 3),
         }
@@ -365,8 +371,11 @@ mod tests {
         let v = |s| SparkFeatures::of(SparkVersion::parse(s).unwrap());
         let old = v("3.0.1");
         assert!(!old.per_role_conf_volume && !old.version_label && !old.network_policy);
+        assert!(!v("3.2.4").version_label && v("3.3.0").version_label);
         let five = v("3.5.3");
         assert!(five.per_role_conf_volume && five.service_ip_families && !five.connect_port);
+        assert!(five.version_label && !five.volume_sub_path_expr && !five.network_policy);
+        assert!(v("4.0.0").volume_sub_path_expr);
         let four = v("4.0.0");
         assert!(four.network_policy && four.connect_port && !four.no_privilege_escalation);
         assert!(v("4.3.0").no_privilege_escalation && v("4.3.0").publish_not_ready_addresses);

@@ -433,6 +433,89 @@ fn spark_3_builds_what_spark_3_built() {
     assert!(three_five.service.spec.as_ref().unwrap().ip_families.is_some());
 }
 
+/// The `spark-version` label came with Spark 3.3.0 (SPARK-37339): 3.2.4, the last 3.2, has none, 3.3.0
+/// has it (both checked in their `spark-kubernetes` jars), and it is then a label no user may set.
+#[test]
+fn the_version_label_comes_with_spark_3_3() {
+    let labels = |version: &str| {
+        let submission = submit(&app(&[], json!({"sparkVersion": version})));
+        let selector = submission.service.spec.unwrap().selector.unwrap();
+        let labels = submission.driver_pod.metadata.labels.unwrap();
+        assert_eq!(labels.get("spark-version"), selector.get("spark-version"));
+        labels.get("spark-version").cloned()
+    };
+    assert_eq!(labels("3.2.4"), None);
+    assert_eq!(labels("3.3.0").as_deref(), Some("3.3.0"));
+    assert_eq!(labels("3.5.3").as_deref(), Some("3.5.3"));
+    assert_eq!(labels("4.3.0").as_deref(), Some("4.3.0"));
+    let user_label = [("spark.kubernetes.driver.label.spark-version", "mine")];
+    assert!(
+        submit_with(
+            &app(&user_label, json!({"sparkVersion": "3.2.4"})),
+            SubmissionOptions::default()
+        )
+        .is_ok()
+    );
+    let refused = submit_with(
+        &app(&user_label, json!({"sparkVersion": "3.5.3"})),
+        SubmissionOptions::default(),
+    );
+    assert!(refused.is_err(), "{refused:?}");
+}
+
+/// Before 4.0 (SPARK-49731) Spark reads neither `mount.subPathExpr` nor hostPath `options.type`: its
+/// mounts have no `subPathExpr` and its hostPath volumes an empty type, whatever the conf says
+/// (Spark 3.5.3's `MountVolumesFeatureStep`, and the `python-deps` and `scala-pi-rich` 3.5 captures).
+#[test]
+fn spark_3_5_ignores_sub_path_expr_and_the_host_path_type() {
+    let conf = [
+        ("spark.kubernetes.driver.volumes.hostPath.cache.mount.path", "/cache"),
+        (
+            "spark.kubernetes.driver.volumes.hostPath.cache.mount.subPathExpr",
+            "$(POD_NAME)",
+        ),
+        (
+            "spark.kubernetes.driver.volumes.hostPath.cache.options.path",
+            "/mnt/cache",
+        ),
+        (
+            "spark.kubernetes.driver.volumes.hostPath.cache.options.type",
+            "Directory",
+        ),
+    ];
+    let cache = |version: &str| {
+        let submission = submit(&app(&conf, json!({"sparkVersion": version})));
+        let pod = &submission.driver_pod;
+        let volume = spec(pod)
+            .volumes
+            .iter()
+            .flatten()
+            .find(|v| v.name == "cache")
+            .map(to_json);
+        let mount = spark(pod)
+            .volume_mounts
+            .iter()
+            .flatten()
+            .find(|m| m.name == "cache")
+            .map(to_json);
+        (volume.unwrap(), mount.unwrap())
+    };
+    assert_eq!(
+        cache("3.5.3"),
+        (
+            json!({"name": "cache", "hostPath": {"path": "/mnt/cache", "type": ""}}),
+            json!({"mountPath": "/cache", "name": "cache", "readOnly": false, "subPath": ""})
+        )
+    );
+    assert_eq!(
+        cache("4.0.0"),
+        (
+            json!({"name": "cache", "hostPath": {"path": "/mnt/cache", "type": "Directory"}}),
+            json!({"mountPath": "/cache", "name": "cache", "readOnly": false, "subPath": "", "subPathExpr": "$(POD_NAME)"})
+        )
+    );
+}
+
 #[test]
 fn the_network_policy_follows_the_option_and_opens_exposed_executor_ports() {
     let monitored = app(

@@ -55,11 +55,18 @@ pub(super) fn conf_volumes(conf: &DriverConf<'_>) -> Result<Vec<Mounted>, Driver
     }
     volumes
         .into_iter()
-        .map(|((name, kind), keys)| conf_volume(&name, &kind, &keys))
+        .map(|((name, kind), keys)| conf_volume(&name, &kind, &keys, conf.features.volume_sub_path_expr))
         .collect()
 }
 
-fn conf_volume(name: &str, kind: &str, keys: &BTreeMap<String, String>) -> Result<Mounted, DriverConfError> {
+/// One volume; `sub_path_expr` says whether this Spark reads `mount.subPathExpr` and `options.type`
+/// (before 4.0 it ignores both, and writes no `subPathExpr` and an empty hostPath type).
+fn conf_volume(
+    name: &str,
+    kind: &str,
+    keys: &BTreeMap<String, String>,
+    sub_path_expr: bool,
+) -> Result<Mounted, DriverConfError> {
     let key = |k: &str| format!("{VOLUMES_PREFIX}{kind}.{name}.{k}");
     let required = |k: &str| {
         keys.get(k)
@@ -71,14 +78,15 @@ fn conf_volume(name: &str, kind: &str, keys: &BTreeMap<String, String>) -> Resul
             })
     };
     let optional = |k: &str| keys.get(k).cloned();
+    let since_4_0 = |k: &str| optional(k).filter(|_| sub_path_expr);
     let read_only = match keys.get("mount.readOnly").map(|v| v.trim().to_ascii_lowercase()) {
         None => false,
         Some(v) if v == "true" => true,
         Some(v) if v == "false" => false,
         Some(v) => return Err(invalid(key("mount.readOnly"), &v, "is not true or false")),
     };
-    let (sub_path, sub_path_expr) = (optional("mount.subPath"), optional("mount.subPathExpr"));
-    if sub_path.as_deref().is_some_and(|s| !s.is_empty()) && sub_path_expr.as_deref().is_some_and(|s| !s.is_empty()) {
+    let (sub_path, expr) = (optional("mount.subPath"), since_4_0("mount.subPathExpr"));
+    if sub_path.as_deref().is_some_and(|s| !s.is_empty()) && expr.as_deref().is_some_and(|s| !s.is_empty()) {
         return Err(DriverConfError::UnsupportedConf {
             key: key("mount.subPathExpr"),
             problem: "cannot be combined with mount.subPath",
@@ -89,7 +97,7 @@ fn conf_volume(name: &str, kind: &str, keys: &BTreeMap<String, String>) -> Resul
         mount_path: required("mount.path")?,
         read_only: Some(read_only),
         sub_path: Some(sub_path.unwrap_or_default()),
-        sub_path_expr: Some(sub_path_expr.unwrap_or_default()),
+        sub_path_expr: sub_path_expr.then(|| expr.unwrap_or_default()),
         ..Default::default()
     };
     let mut volume = Volume {
@@ -100,7 +108,7 @@ fn conf_volume(name: &str, kind: &str, keys: &BTreeMap<String, String>) -> Resul
         "hostPath" => {
             volume.host_path = Some(HostPathVolumeSource {
                 path: required("options.path")?,
-                type_: Some(optional("options.type").unwrap_or_default()),
+                type_: Some(since_4_0("options.type").unwrap_or_default()),
             });
         }
         "persistentVolumeClaim" => {

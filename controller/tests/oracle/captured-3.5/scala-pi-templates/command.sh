@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# fake API server was on port 41801 (random free port each run)
+export SPARK_HOME=/root/.cache/spark-oracle/pyspark-3.5.3/deps
+/root/.cache/spark-oracle/pyspark-3.5.3/deps/bin/spark-submit \
+  --master k8s://http://127.0.0.1:41801 \
+  --deploy-mode cluster \
+  --conf spark.kubernetes.submission.waitAppCompletion=false \
+  --conf spark.kubernetes.namespace=default \
+  --conf spark.kubernetes.container.image=apache/spark:3.5.3 \
+  --conf spark.kubernetes.driver.pod.name=spark-pi-driver \
+  --conf spark.app.name=spark-pi \
+  --conf spark.kubernetes.authenticate.driver.serviceAccountName=spark \
+  --conf spark.driver.cores=1 \
+  --conf spark.driver.memory=512m \
+  --conf spark.executor.cores=1 \
+  --conf spark.executor.memory=512m \
+  --conf spark.executor.instances=2 \
+  --conf spark.kubernetes.driver.label.sparkoperator.k8s.io/app-name=spark-pi \
+  --conf spark.kubernetes.driver.label.sparkoperator.k8s.io/launched-by-spark-operator=true \
+  --conf spark.kubernetes.driver.label.sparkoperator.k8s.io/submission-id=00000000-1111-2222-3333-444444444444 \
+  --conf spark.kubernetes.executor.label.sparkoperator.k8s.io/app-name=spark-pi \
+  --conf spark.kubernetes.executor.label.sparkoperator.k8s.io/launched-by-spark-operator=true \
+  --conf spark.kubernetes.executor.label.sparkoperator.k8s.io/submission-id=00000000-1111-2222-3333-444444444444 \
+  --conf spark.kubernetes.submission.connectionTimeout=10000 \
+  --conf spark.kubernetes.submission.requestTimeout=10000 \
+  --conf spark.kubernetes.driver.podTemplateFile=/work/wt/shared/tools/spark-submit-oracle/templates/driver-template.yaml \
+  --conf spark.kubernetes.executor.podTemplateFile=/work/wt/shared/tools/spark-submit-oracle/templates/executor-template.yaml \
+  --class org.apache.spark.examples.SparkPi \
+  local:///opt/spark/examples/jars/spark-examples.jar \
+  1000
