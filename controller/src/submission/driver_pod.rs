@@ -125,7 +125,7 @@ fn env(name: &str, value: &str) -> EnvVar {
     }
 }
 
-fn memory_mib(conf: &DriverConf<'_>, key: &str, default: &str) -> Result<u64, DriverPodError> {
+pub(super) fn memory_mib(conf: &DriverConf<'_>, key: &str, default: &str) -> Result<u64, DriverPodError> {
     let value = conf.get(key).unwrap_or(default);
     SparkMemory::parse(value, SparkMemoryUnit::MiB)
         .map(SparkMemory::mebibytes)
@@ -140,28 +140,34 @@ fn memory_mib(conf: &DriverConf<'_>, key: &str, default: &str) -> Result<u64, Dr
 /// else the driver's (or the default) factor times the memory, at least `spark.driver.minMemoryOverhead`.
 fn driver_memory_mib(conf: &DriverConf<'_>) -> Result<u64, DriverPodError> {
     let memory = memory_mib(conf, "spark.driver.memory", "1g")?;
-    let overhead = match conf.get("spark.driver.memoryOverhead") {
-        Some(_) => memory_mib(conf, "spark.driver.memoryOverhead", "0")?,
-        None => {
-            let factor = match conf.get("spark.driver.memoryOverheadFactor") {
-                Some(value) => parse_factor("spark.driver.memoryOverheadFactor", value)?,
-                None => super::driver_conf::default_overhead_factor(&conf.conf, conf.main.kind)?,
-            };
-            let minimum = match conf.get("spark.driver.minMemoryOverhead") {
-                Some(_) => memory_mib(conf, "spark.driver.minMemoryOverhead", "384m")?,
-                None => MIN_MEMORY_OVERHEAD_MIB,
-            };
-            // Spark truncates (`.toInt`). A float-to-int `as` saturates, so a huge factor gives u64::MAX here,
-            // refused below, never a wrapped small number.
-            ((factor * memory as f64) as u64).max(minimum)
-        }
-    };
+    let overhead = overhead_mib(conf, "spark.driver", memory)?;
     memory
         .checked_add(overhead)
         .filter(|total| *total <= MAX_CONTAINER_MEMORY_MIB)
         .ok_or_else(|| DriverPodError::MemoryTooLarge {
             key: "spark.driver.memory".to_owned(),
         })
+}
+
+/// The memory overhead of a role (`spark.driver` or `spark.executor`) with `memory` MiB, as Spark's basic
+/// feature steps compute it: `<role>.memoryOverhead`, else the role's (or the default) factor times the
+/// memory, at least `<role>.minMemoryOverhead`.
+pub(super) fn overhead_mib(conf: &DriverConf<'_>, role: &str, memory: u64) -> Result<u64, DriverPodError> {
+    let key = |name: &str| format!("{role}.{name}");
+    if conf.get(&key("memoryOverhead")).is_some() {
+        return memory_mib(conf, &key("memoryOverhead"), "0");
+    }
+    let factor = match conf.get(&key("memoryOverheadFactor")) {
+        Some(value) => parse_factor(&key("memoryOverheadFactor"), value)?,
+        None => super::driver_conf::default_overhead_factor(&conf.conf, conf.main.kind)?,
+    };
+    let minimum = match conf.get(&key("minMemoryOverhead")) {
+        Some(_) => memory_mib(conf, &key("minMemoryOverhead"), "384m")?,
+        None => MIN_MEMORY_OVERHEAD_MIB,
+    };
+    // Spark truncates (`.toInt`). A float-to-int `as` saturates, so a huge factor gives u64::MAX here, refused
+    // by the caller, never a wrapped small number.
+    Ok(((factor * memory as f64) as u64).max(minimum))
 }
 
 /// `spark.driver.resource.<name>.amount` with `.vendor` → a `<vendor>/<name>` limit.

@@ -17,13 +17,11 @@ use serde_json::{Value, json};
 use spark_operator_api::batch_scheduler::{
     BatchSchedulerKind, coscheduling_pod_group_name, named_batch_scheduler, volcano_pod_group_name,
 };
-use spark_operator_api::quantity::{KubernetesQuantity, SparkMemory, SparkMemoryUnit};
+use spark_operator_api::quantity::KubernetesQuantity;
 
-use super::driver_conf::{DriverConf, default_overhead_factor, parse_factor};
+use super::driver_conf::DriverConf;
+use super::driver_pod::{memory_mib, overhead_mib};
 use super::{DriverPodError, application_owner};
-
-/// Spark's `MEMORY_OVERHEAD_MIN_MIB`.
-const MIN_MEMORY_OVERHEAD_MIB: u64 = 384;
 
 /// Volcano's PodGroup resource.
 pub fn volcano_resource() -> ApiResource {
@@ -137,34 +135,10 @@ fn group_requests(conf: &DriverConf<'_>, driver_pod: &Pod) -> Result<(u64, u64),
     ))
 }
 
-fn memory_mib(conf: &DriverConf<'_>, key: &str, default: &str) -> Result<u64, DriverPodError> {
-    let value = conf.get(key).unwrap_or(default);
-    SparkMemory::parse(value, SparkMemoryUnit::MiB)
-        .map(SparkMemory::mebibytes)
-        .map_err(|error| DriverPodError::InvalidMemory {
-            key: key.to_owned(),
-            value: value.to_owned(),
-            reason: error.to_string(),
-        })
-}
-
 /// One executor's requests as Spark's `BasicExecutorFeatureStep` sets them: (millicores, MiB).
 fn executor_requests(conf: &DriverConf<'_>) -> Result<(u64, u64), DriverPodError> {
     let memory = memory_mib(conf, "spark.executor.memory", "1g")?;
-    let overhead = match conf.get("spark.executor.memoryOverhead") {
-        Some(_) => memory_mib(conf, "spark.executor.memoryOverhead", "0")?,
-        None => {
-            let factor = match conf.get("spark.executor.memoryOverheadFactor") {
-                Some(value) => parse_factor("spark.executor.memoryOverheadFactor", value)?,
-                None => default_overhead_factor(&conf.conf, conf.main.kind)?,
-            };
-            let minimum = match conf.get("spark.executor.minMemoryOverhead") {
-                Some(_) => memory_mib(conf, "spark.executor.minMemoryOverhead", "384m")?,
-                None => MIN_MEMORY_OVERHEAD_MIB,
-            };
-            ((factor * memory as f64) as u64).max(minimum)
-        }
-    };
+    let overhead = overhead_mib(conf, "spark.executor", memory)?;
     let pyspark = match conf.get("spark.executor.pyspark.memory") {
         Some(_) => memory_mib(conf, "spark.executor.pyspark.memory", "0")?,
         None => 0,

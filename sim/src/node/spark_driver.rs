@@ -40,13 +40,7 @@ const DEFAULT_RUN_TIME: Duration = Duration::from_secs(1);
 
 /// Where `spark.properties` is read from: `--properties-file`, else `$SPARK_CONF_DIR`.
 fn properties_path(container: &Value) -> String {
-    let args: Vec<&str> = container
-        .get("args")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
+    let args = super::spark_main::container_args(container);
     if let Some(i) = args.iter().position(|a| *a == "--properties-file")
         && let Some(p) = args.get(i + 1)
     {

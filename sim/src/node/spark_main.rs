@@ -34,15 +34,20 @@ struct Args {
     primary: Option<String>,
 }
 
-/// Reads `driver [--option value]... <primary resource> [app args]` as `SparkSubmitArguments`.
-fn parse_args(container: &Value) -> Args {
-    let args: Vec<&str> = container
+/// A container's `args`, as strings.
+pub(super) fn container_args(container: &Value) -> Vec<&str> {
+    container
         .get("args")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
         .filter_map(Value::as_str)
-        .collect();
+        .collect()
+}
+
+/// Reads `driver [--option value]... <primary resource> [app args]` as `SparkSubmitArguments`.
+fn parse_args(container: &Value) -> Args {
+    let args = container_args(container);
     let mut out = Args {
         class: None,
         primary: None,
