@@ -414,9 +414,12 @@ async fn reconcile_once(app: &Arc<SparkApplication>, api: &Api<SparkApplication>
                 if let Some((resource, group)) = ctx
                     .settings
                     .batch
-                    .effective(&current)
-                    .and_then(|scheduler| crate::submission::pod_group::identity(&name, scheduler))
+                    .check(&current)
+                    .ok()
+                    .flatten()
+                    .and_then(|scheduler| crate::submission::pod_group::identity(&name, &scheduler))
                 {
+                    // Only a scheduler the operator runs with made a PodGroup (and has the RBAC to delete it).
                     // Not retried: the ownerReference removes the PodGroup with the application anyway.
                     match submit::delete_pod_group(&ctx.client, &namespace, &resource, &group).await {
                         Ok(()) => tracing::info!(
