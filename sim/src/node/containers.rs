@@ -271,6 +271,7 @@ impl Worker {
                     if v.working_dir.is_none() {
                         v.working_dir = image.working_dir.clone();
                     }
+                    v.image_root = Some(image.rootfs.clone());
                 }
                 v
             }

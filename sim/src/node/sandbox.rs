@@ -138,17 +138,21 @@ pub(crate) fn final_env(view: &View) -> Vec<(String, String)> {
         env.push((k.clone(), v.clone()));
     }
     if !env.iter().any(|(k, _)| k == "HOME") {
-        env.push(("HOME".into(), home_of(view.run_as_user.unwrap_or(0))));
+        env.push(("HOME".into(), home_of(view.run_as_user.unwrap_or(0), view.image_root.as_deref())));
     }
     env
 }
 
-/// The user's home from `/etc/passwd`; `/` for a user without an entry (runc's default).
-fn home_of(uid: u32) -> String {
+/// The user's home from the container's `/etc/passwd` (the image layer's, else the host's); `/`
+/// for a user without an entry (runc's default).
+fn home_of(uid: u32, image_root: Option<&Path>) -> String {
     if uid == 0 {
         return "/root".into();
     }
-    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let passwd = image_root
+        .and_then(|r| std::fs::read_to_string(r.join("etc/passwd")).ok())
+        .or_else(|| std::fs::read_to_string("/etc/passwd").ok())
+        .unwrap_or_default();
     passwd
         .lines()
         .map(|l| l.split(':').collect::<Vec<_>>())
@@ -633,6 +637,7 @@ mod tests {
             run_as_user: None,
             run_as_group: None,
             termination_log: None,
+            image_root: None,
         }
     }
 
@@ -685,6 +690,16 @@ mod tests {
         );
         // Writes go to the container's upper layer, never into the image.
         assert!(!layer.join("opt/img/written").exists());
+        // HOME comes from the image's /etc/passwd.
+        std::fs::write(layer.join("etc/passwd"), "root:x:0:0::/root:/bin/sh\nspark:x:185:185::/home/spark:/bin/sh\n")
+            .unwrap();
+        let spark = View {
+            run_as_user: Some(185),
+            image_root: Some(layer.clone()),
+            ..v.clone()
+        };
+        let home = final_env(&spark).into_iter().find(|(k, _)| k == "HOME").map(|(_, v)| v);
+        assert_eq!(home.as_deref(), Some("/home/spark"));
         // Without the layer the image's files are not there.
         let (_, out) = run(&v, &dir.path().join("s2"), "cat /opt/img/hello || echo absent").await;
         assert!(out.contains("absent"), "{out}");
