@@ -69,7 +69,11 @@ async fn spark_pi_python_completes_with_real_spark_4_3() {
     let images = tempfile::tempdir_in(home.parent().unwrap()).unwrap();
     let image = images.path().join("spark-4.3.0");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../sim/images/real-spark/build-image.sh");
-    let built = std::process::Command::new(script).arg(&home).arg(&image).output().unwrap();
+    let built = std::process::Command::new(script)
+        .arg(&home)
+        .arg(&image)
+        .output()
+        .unwrap();
     assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
 
     let cluster = Cluster::start(ClusterOptions {
@@ -85,7 +89,10 @@ async fn spark_pi_python_completes_with_real_spark_4_3() {
 
     // Kubeflow's example, with the image and sparkVersion of the distribution we have.
     let yaml = include_str!("../fixtures/kubeflow-examples/spark-pi-python.yaml")
-        .replace("image: docker.io/apache/spark:4.0.4", "image: docker.io/apache/spark:4.3.0")
+        .replace(
+            "image: docker.io/apache/spark:4.0.4",
+            "image: docker.io/apache/spark:4.3.0",
+        )
         .replace("sparkVersion: 4.0.4", "sparkVersion: 4.3.0");
     assert!(yaml.contains("apache/spark:4.3.0") && yaml.contains("sparkVersion: 4.3.0"));
     let started = Instant::now();
@@ -95,7 +102,12 @@ async fn spark_pi_python_completes_with_real_spark_4_3() {
     // On a timeout the logs below say why; the state assertion fails after them.
     let app = poll(LIMIT, || async {
         match apps.get("spark-pi-python").await {
-            Ok(app) if matches!(state(&app), ApplicationStateType::Completed | ApplicationStateType::Failed) => {
+            Ok(app)
+                if matches!(
+                    state(&app),
+                    ApplicationStateType::Completed | ApplicationStateType::Failed
+                ) =>
+            {
                 Poll::Done(app)
             }
             Ok(app) => Poll::Pending(Some(app)),
@@ -110,7 +122,11 @@ async fn spark_pi_python_completes_with_real_spark_4_3() {
         .await
         .unwrap_or_else(|e| format!("<no driver log: {e}>"));
     let mut executor_logs = String::new();
-    for pod in pods.list(&ListParams::default().labels("spark-role=executor")).await.unwrap() {
+    for pod in pods
+        .list(&ListParams::default().labels("spark-role=executor"))
+        .await
+        .unwrap()
+    {
         let name = pod.metadata.name.clone().unwrap_or_default();
         let log = pods.logs(&name, &LogParams::default()).await.unwrap_or_default();
         executor_logs.push_str(&format!("----- {name}\n{log}\n"));

@@ -251,8 +251,13 @@ impl Worker {
             match super::local_images::image_dir(&entrypoint) {
                 Ok(image) => Some(image),
                 Err(msg) => {
-                    self.wait_with(i, "CreateContainerError", msg.clone(), Some(("Failed", format!("Error: {msg}"))))
-                        .await;
+                    self.wait_with(
+                        i,
+                        "CreateContainerError",
+                        msg.clone(),
+                        Some(("Failed", format!("Error: {msg}"))),
+                    )
+                    .await;
                     self.ctrs[i].wake = Some(now + self.ctx.config.crash_loop_backoff);
                     return;
                 }
@@ -308,8 +313,13 @@ impl Worker {
         }
         if argv.is_empty() {
             let msg = "failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: no command specified: unknown".to_string();
-            self.wait_with(i, "CreateContainerError", msg.clone(), Some(("Failed", format!("Error: {msg}"))))
-                .await;
+            self.wait_with(
+                i,
+                "CreateContainerError",
+                msg.clone(),
+                Some(("Failed", format!("Error: {msg}"))),
+            )
+            .await;
             self.ctrs[i].wake = Some(now + self.ctx.config.crash_loop_backoff);
             return;
         }
@@ -320,7 +330,9 @@ impl Worker {
         let env = super::sandbox::final_env(&view);
         let checked = super::sandbox::supported()
             .map_err(super::sandbox::SandboxError::Unsupported)
-            .and_then(|()| super::sandbox::check_command(&view, &env, &argv[0], entrypoint.as_deref(), layer.as_deref(), &masks));
+            .and_then(|()| {
+                super::sandbox::check_command(&view, &env, &argv[0], entrypoint.as_deref(), layer.as_deref(), &masks)
+            });
         if let Err(e) = checked {
             let msg = e.to_string();
             self.wait_with(

@@ -138,7 +138,10 @@ pub(crate) fn final_env(view: &View) -> Vec<(String, String)> {
         env.push((k.clone(), v.clone()));
     }
     if !env.iter().any(|(k, _)| k == "HOME") {
-        env.push(("HOME".into(), home_of(view.run_as_user.unwrap_or(0), view.image_root.as_deref())));
+        env.push((
+            "HOME".into(),
+            home_of(view.run_as_user.unwrap_or(0), view.image_root.as_deref()),
+        ));
     }
     env
 }
@@ -231,7 +234,15 @@ pub(crate) fn check_command(
     let found = path
         .split(':')
         .filter(|d| d.starts_with('/'))
-        .filter_map(|d| host_path(view, entrypoint, layer, masks, &format!("{}/{argv0}", d.trim_end_matches('/'))))
+        .filter_map(|d| {
+            host_path(
+                view,
+                entrypoint,
+                layer,
+                masks,
+                &format!("{}/{argv0}", d.trim_end_matches('/')),
+            )
+        })
         .any(|p| is_executable(&p));
     if found {
         Ok(())
@@ -403,9 +414,16 @@ fn layer_mounts(layer: Option<&Path>, scratch: &Path) -> String {
     let mut o = String::new();
     for d in dirs {
         let image = layer.join(&d).display().to_string();
-        let (u, w) = (scratch.join("layer/upper").join(&d), scratch.join("layer/work").join(&d));
+        let (u, w) = (
+            scratch.join("layer/upper").join(&d),
+            scratch.join("layer/work").join(&d),
+        );
         let host = format!("/{d}");
-        let lower = if Path::new(&host).is_dir() { format!("{image}:{host}") } else { image };
+        let lower = if Path::new(&host).is_dir() {
+            format!("{image}:{host}")
+        } else {
+            image
+        };
         o.push_str(&format!(
             "mkdir -p {uq} {wq} \"$R\"{t}\nmount -t overlay overlay -o lowerdir={lower},upperdir={u},workdir={w} \"$R\"{t}\n",
             uq = quote(&u.display().to_string()),
@@ -691,8 +709,11 @@ mod tests {
         // Writes go to the container's upper layer, never into the image.
         assert!(!layer.join("opt/img/written").exists());
         // HOME comes from the image's /etc/passwd.
-        std::fs::write(layer.join("etc/passwd"), "root:x:0:0::/root:/bin/sh\nspark:x:185:185::/home/spark:/bin/sh\n")
-            .unwrap();
+        std::fs::write(
+            layer.join("etc/passwd"),
+            "root:x:0:0::/root:/bin/sh\nspark:x:185:185::/home/spark:/bin/sh\n",
+        )
+        .unwrap();
         let spark = View {
             run_as_user: Some(185),
             image_root: Some(layer.clone()),

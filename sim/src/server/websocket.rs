@@ -42,7 +42,10 @@ fn is_upgrade(req: &Request<Incoming>) -> bool {
 /// `Sec-WebSocket-Accept` for a key (RFC 6455 §4.2.2).
 pub(crate) fn accept_key(key: &str) -> String {
     use base64::Engine as _;
-    let digest = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, format!("{key}{GUID}").as_bytes());
+    let digest = ring::digest::digest(
+        &ring::digest::SHA1_FOR_LEGACY_USE_ONLY,
+        format!("{key}{GUID}").as_bytes(),
+    );
     base64::engine::general_purpose::STANDARD.encode(digest.as_ref())
 }
 
@@ -154,8 +157,14 @@ where
     let mut switching = Response::new(empty);
     *switching.status_mut() = hyper::StatusCode::SWITCHING_PROTOCOLS;
     let headers = switching.headers_mut();
-    headers.insert(hyper::header::UPGRADE, hyper::header::HeaderValue::from_static("websocket"));
-    headers.insert(hyper::header::CONNECTION, hyper::header::HeaderValue::from_static("Upgrade"));
+    headers.insert(
+        hyper::header::UPGRADE,
+        hyper::header::HeaderValue::from_static("websocket"),
+    );
+    headers.insert(
+        hyper::header::CONNECTION,
+        hyper::header::HeaderValue::from_static("Upgrade"),
+    );
     if let Ok(v) = hyper::header::HeaderValue::from_str(&accept_key(&key)) {
         headers.insert("sec-websocket-accept", v);
     }
