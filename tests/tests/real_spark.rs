@@ -1,6 +1,6 @@
 //! Real Spark in the simulated cluster: Kubeflow's `spark-pi-python.yaml` (Spark's own `pi.py`) runs
 //! through the operator with Spark 4.3's own driver and executors as process pods, and reaches
-//! COMPLETED with Spark's "Pi is roughly 3.14" in the driver's log.
+//! COMPLETED with Spark's "Pi is roughly 3.1..." in the driver's log (within 0.05 of π).
 //!
 //! `apache/spark:4.3.0` (and `-python3`) is a directory local image built by
 //! `sim/images/real-spark/build-image.sh` from pyspark 4.3.0's source package on PyPI (the full
@@ -142,5 +142,16 @@ async fn spark_pi_python_completes_with_real_spark_4_3() {
         "status: {}",
         serde_json::to_string_pretty(&app.status).unwrap()
     );
-    assert!(driver_log.contains("Pi is roughly 3.14"), "{driver_log}");
+    // pi.py samples 200,000 points (2 partitions): the estimate's standard error is about 0.004,
+    // so "3.14" is not always its prefix (3.139160 was seen); within 0.05 is over 10 errors.
+    let pi: f64 = driver_log
+        .lines()
+        .find_map(|l| l.strip_prefix("Pi is roughly "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no \"Pi is roughly\" line in the driver's log:\n{driver_log}"));
+    assert!((pi - std::f64::consts::PI).abs() < 0.05, "Pi is roughly {pi}?");
+    // Tasks ran on an executor pod the driver asked for, not in a local master.
+    assert!(driver_log.contains("Registered executor"), "{driver_log}");
+    assert!(driver_log.contains("(executor 1)"), "{driver_log}");
+    assert!(!driver_log.contains("local["), "{driver_log}");
 }
