@@ -260,3 +260,111 @@ async fn faults_fail_requests_and_make_the_server_unavailable() {
     }
     sim.shutdown().await;
 }
+
+/// fabric8 (Spark's Kubernetes client) watches over WebSocket: the sim switches protocols for a
+/// watch and sends each event as one text frame, as kube-apiserver does; a close is answered.
+#[tokio::test]
+async fn watch_over_websocket() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let (sim, _dir) = common::start_sim(|_| {}).await;
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(sim.pki().ca_cert_der.clone()).unwrap();
+    let config =
+        rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let connect = || async {
+        let tcp = tokio::net::TcpStream::connect(sim.addr()).await.unwrap();
+        let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+        connector.connect(name, tcp).await.unwrap()
+    };
+    let request = |path: &str| {
+        format!(
+            "GET {path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {}\r\nConnection: Upgrade\r\n\
+             Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+            sim.token()
+        )
+    };
+    // Reads up to the end of the response head.
+    async fn head(tls: &mut (impl tokio::io::AsyncRead + Unpin)) -> String {
+        let mut buf = Vec::new();
+        while !buf.ends_with(b"\r\n\r\n") {
+            let mut b = [0u8; 1];
+            tls.read_exact(&mut b).await.unwrap();
+            buf.push(b[0]);
+        }
+        String::from_utf8(buf).unwrap()
+    }
+
+    // Not a watch: answered as plain HTTP, no switch.
+    let mut plain = connect().await;
+    plain
+        .write_all(request("/api/v1/namespaces/default/configmaps").as_bytes())
+        .await
+        .unwrap();
+    let h = common::within("the list's head", head(&mut plain)).await;
+    assert!(h.starts_with("HTTP/1.1 200"), "{h}");
+
+    let mut tls = connect().await;
+    tls.write_all(request("/api/v1/namespaces/default/configmaps?watch=true").as_bytes())
+        .await
+        .unwrap();
+    let h = common::within("the switch", head(&mut tls)).await;
+    assert!(h.starts_with("HTTP/1.1 101"), "{h}");
+    assert!(
+        h.to_ascii_lowercase()
+            .contains("sec-websocket-accept: s3pplmbitxaq9kygzzhzrbk+xoo="),
+        "{h}"
+    );
+
+    let client = sim.client().await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(client, "default");
+    cms.create(&PostParams::default(), &cm("over-ws", json!({"a": "b"})))
+        .await
+        .unwrap();
+    let event: Value = common::within("the ADDED frame", async {
+        loop {
+            let mut h = [0u8; 2];
+            tls.read_exact(&mut h).await.unwrap();
+            assert_eq!(h[0], 0x81, "a final text frame");
+            assert_eq!(h[1] & 0x80, 0, "server frames are not masked");
+            let len = match h[1] & 0x7f {
+                126 => {
+                    let mut b = [0u8; 2];
+                    tls.read_exact(&mut b).await.unwrap();
+                    usize::from(u16::from_be_bytes(b))
+                }
+                127 => panic!("an event this small needs no 64-bit length"),
+                n => usize::from(n),
+            };
+            let mut payload = vec![0u8; len];
+            tls.read_exact(&mut payload).await.unwrap();
+            let v: Value = serde_json::from_slice(&payload).unwrap();
+            if v["object"]["metadata"]["name"] == "over-ws" {
+                break v;
+            }
+        }
+    })
+    .await;
+    assert_eq!(event["type"], "ADDED");
+    assert_eq!(event["object"]["data"]["a"], "b");
+
+    // A masked close from the client gets a close back.
+    let mask = [1u8, 2, 3, 4];
+    let code = 1000u16.to_be_bytes();
+    let mut close = vec![0x88, 0x80 | 2];
+    close.extend_from_slice(&mask);
+    close.extend(code.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+    tls.write_all(&close).await.unwrap();
+    let answer = common::within("the close", async {
+        let mut rest = Vec::new();
+        let _ = tls.read_to_end(&mut rest).await;
+        rest
+    })
+    .await;
+    // Frames already on their way may come first; the last one is the close.
+    assert!(answer.ends_with(&[0x88, 2, 0x03, 0xe8]), "{answer:?}");
+}

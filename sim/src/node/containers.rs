@@ -246,8 +246,40 @@ impl Worker {
             host_ip: &self.ctx.host_ip,
             tokens: &shared.service_account_tokens,
         });
+        // A directory image: its configuration and root layer (`local_images::image_dir`).
+        let image = if entrypoint.is_dir() {
+            match super::local_images::image_dir(&entrypoint) {
+                Ok(image) => Some(image),
+                Err(msg) => {
+                    self.wait_with(
+                        i,
+                        "CreateContainerError",
+                        msg.clone(),
+                        Some(("Failed", format!("Error: {msg}"))),
+                    )
+                    .await;
+                    self.ctrs[i].wake = Some(now + self.ctx.config.crash_loop_backoff);
+                    return;
+                }
+            }
+        } else {
+            None
+        };
         let view = match prepared {
-            Ok(v) => v,
+            Ok(mut v) => {
+                if let Some(image) = &image {
+                    // containerd: the image's env first, the container's overrides it; the image's
+                    // working directory unless the container sets one.
+                    let mut env = image.env.clone();
+                    env.extend(std::mem::take(&mut v.env));
+                    v.env = env;
+                    if v.working_dir.is_none() {
+                        v.working_dir = image.working_dir.clone();
+                    }
+                    v.image_root = Some(image.rootfs.clone());
+                }
+                v
+            }
             Err(e) => {
                 let msg = ErrorChain(&e).to_string();
                 self.wait_with(i, e.reason(), msg.clone(), Some(("Failed", format!("Error: {msg}"))))
@@ -268,18 +300,39 @@ impl Worker {
                 .collect()
         };
         let (command, args) = (words("command"), words("args"));
-        let mut argv = if command.is_empty() {
-            vec![entrypoint.display().to_string()]
-        } else {
-            command
+        // As the runtime: `command` replaces the image's Entrypoint (and drops its Cmd), `args`
+        // replaces its Cmd.
+        let mut argv = match (&image, command.is_empty()) {
+            (_, false) => command,
+            (Some(image), true) => image.entrypoint.clone(),
+            (None, true) => vec![entrypoint.display().to_string()],
         };
-        argv.extend(args);
+        match &image {
+            Some(image) if args.is_empty() && spec.get("command").is_none() => argv.extend(image.cmd.clone()),
+            _ => argv.extend(args),
+        }
+        if argv.is_empty() {
+            let msg = "failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: no command specified: unknown".to_string();
+            self.wait_with(
+                i,
+                "CreateContainerError",
+                msg.clone(),
+                Some(("Failed", format!("Error: {msg}"))),
+            )
+            .await;
+            self.ctrs[i].wake = Some(now + self.ctx.config.crash_loop_backoff);
+            return;
+        }
+        let layer = image.as_ref().map(|image| image.rootfs.clone());
+        let entrypoint = if image.is_some() { None } else { Some(entrypoint) };
         let data_dir = std::fs::canonicalize(&self.ctx.data_dir).unwrap_or_else(|_| self.ctx.data_dir.clone());
         let masks = vec![data_dir];
         let env = super::sandbox::final_env(&view);
         let checked = super::sandbox::supported()
             .map_err(super::sandbox::SandboxError::Unsupported)
-            .and_then(|()| super::sandbox::check_command(&view, &env, &argv[0], Some(&entrypoint), &masks));
+            .and_then(|()| {
+                super::sandbox::check_command(&view, &env, &argv[0], entrypoint.as_deref(), layer.as_deref(), &masks)
+            });
         if let Err(e) = checked {
             let msg = e.to_string();
             self.wait_with(
@@ -299,6 +352,7 @@ impl Worker {
                 view: Arc::new(view),
                 argv,
                 entrypoint,
+                layer,
                 masks,
             }),
         )
@@ -404,7 +458,8 @@ impl Worker {
                 let launch = super::sandbox::Launch {
                     view: &l.view,
                     argv: &l.argv,
-                    entrypoint: Some(&l.entrypoint),
+                    entrypoint: l.entrypoint.as_deref(),
+                    layer: l.layer.as_deref(),
                     scratch: &scratch,
                     masks: &l.masks,
                 };
@@ -501,7 +556,10 @@ enum Run {
 struct LocalRun {
     view: Arc<super::pod_view::View>,
     argv: Vec<String>,
-    entrypoint: std::path::PathBuf,
+    /// The local image's executable, bound at its own path (not for a directory image).
+    entrypoint: Option<std::path::PathBuf>,
+    /// A directory image's root filesystem, laid over the host's.
+    layer: Option<std::path::PathBuf>,
     masks: Vec<std::path::PathBuf>,
 }
 

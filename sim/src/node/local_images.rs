@@ -3,6 +3,10 @@
 //! keep the scripted runtime. References are matched as docker normalizes them: `apache/spark`
 //! is `docker.io/apache/spark`, `spark` is `docker.io/library/spark`; an entry with a tag (or
 //! digest) matches only that tag and beats an entry without one, which matches every tag.
+//!
+//! A PATH that is a directory is an image of its own (`image_dir`): `rootfs/`, a layer laid over
+//! the host's root, and `config.json`, the OCI image configuration's `Entrypoint`, `Cmd`, `Env`
+//! and `WorkingDir`, which the runtime applies as containerd applies an image's.
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -88,6 +92,60 @@ pub(crate) fn lookup<'a>(images: &'a [LocalImage], image: &str) -> Option<&'a Pa
     untagged
 }
 
+/// A directory local image: a root filesystem layer and the image's configuration.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct ImageDir {
+    /// Laid over the host's root (the image's files win).
+    pub rootfs: PathBuf,
+    pub entrypoint: Vec<String>,
+    pub cmd: Vec<String>,
+    /// `KEY=VALUE` pairs in order; the container's env overrides them.
+    pub env: Vec<(String, String)>,
+    pub working_dir: Option<String>,
+}
+
+/// Reads `DIR/config.json` (`{"config": {"Entrypoint": [...], "Cmd": [...], "Env": ["K=V"],
+/// "WorkingDir": "..."}}`, the OCI image configuration) and names `DIR/rootfs`.
+pub(crate) fn image_dir(dir: &Path) -> Result<ImageDir, String> {
+    let path = dir.join("config.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("reading image config {}: {e}", path.display()))?;
+    let doc: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("image config {} is not JSON: {e}", path.display()))?;
+    let config = doc.get("config").cloned().unwrap_or_default();
+    let words = |k: &str| -> Vec<String> {
+        config
+            .get(k)
+            .and_then(serde_json::Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(serde_json::Value::as_str)
+            .map(str::to_string)
+            .collect()
+    };
+    let env = words("Env")
+        .into_iter()
+        .map(|kv| match kv.split_once('=') {
+            Some((k, v)) => (k.to_string(), v.to_string()),
+            None => (kv, String::new()),
+        })
+        .collect();
+    let rootfs = dir.join("rootfs");
+    if !rootfs.is_dir() {
+        return Err(format!("image {} has no rootfs directory", dir.display()));
+    }
+    Ok(ImageDir {
+        rootfs,
+        entrypoint: words("Entrypoint"),
+        cmd: words("Cmd"),
+        env,
+        working_dir: config
+            .get("WorkingDir")
+            .and_then(serde_json::Value::as_str)
+            .filter(|w| !w.is_empty())
+            .map(str::to_string),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,5 +182,26 @@ mod tests {
         );
         assert!("apache/spark".parse::<LocalImage>().is_err());
         assert!("=/x".parse::<LocalImage>().is_err());
+    }
+
+    #[test]
+    fn image_dir_reads_the_oci_config() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("rootfs")).unwrap();
+        std::fs::write(
+            dir.path().join("config.json"),
+            r#"{"config": {"Entrypoint": ["/opt/entrypoint.sh"], "Env": ["SPARK_HOME=/opt/spark", "A=b=c"], "WorkingDir": "/opt/spark/work-dir"}}"#,
+        )
+        .unwrap();
+        let image = image_dir(dir.path()).unwrap();
+        assert_eq!(image.entrypoint, vec!["/opt/entrypoint.sh"]);
+        assert!(image.cmd.is_empty());
+        assert_eq!(
+            image.env,
+            vec![("SPARK_HOME".into(), "/opt/spark".into()), ("A".into(), "b=c".into())]
+        );
+        assert_eq!(image.working_dir.as_deref(), Some("/opt/spark/work-dir"));
+        std::fs::remove_dir(dir.path().join("rootfs")).unwrap();
+        assert!(image_dir(dir.path()).unwrap_err().contains("no rootfs"));
     }
 }

@@ -68,6 +68,9 @@ pub(crate) struct View {
     pub run_as_group: Option<u32>,
     /// The host file mounted at the container's `terminationMessagePath`; read after exit.
     pub termination_log: Option<PathBuf>,
+    /// A directory image's root layer, laid over the host's root (its `/etc/passwd` names the
+    /// users' homes); none for an executable image.
+    pub image_root: Option<PathBuf>,
 }
 
 /// Why a container's view could not be made; the kubelet shows it as the waiting reason.
@@ -204,6 +207,7 @@ pub(crate) fn prepare(input: ViewInput<'_>) -> Result<View, ViewError> {
         run_as_user: security("runAsUser"),
         run_as_group: security("runAsGroup"),
         termination_log,
+        image_root: None,
     })
 }
 

@@ -111,6 +111,8 @@ pub(crate) struct Launch<'a> {
     /// The local image's executable: bound read-only at its own path, so it is there even when
     /// it lives on a path the container does not otherwise see.
     pub entrypoint: Option<&'a Path>,
+    /// A directory image's root filesystem: the overlay's upper lower layer, over the host's `/`.
+    pub layer: Option<&'a Path>,
     /// A fresh directory of this container: overlay upper/work dirs, the root, scripts.
     pub scratch: &'a Path,
     /// More host directories to hide (the sim's data directory: kubeconfig, other pods' files).
@@ -136,17 +138,24 @@ pub(crate) fn final_env(view: &View) -> Vec<(String, String)> {
         env.push((k.clone(), v.clone()));
     }
     if !env.iter().any(|(k, _)| k == "HOME") {
-        env.push(("HOME".into(), home_of(view.run_as_user.unwrap_or(0))));
+        env.push((
+            "HOME".into(),
+            home_of(view.run_as_user.unwrap_or(0), view.image_root.as_deref()),
+        ));
     }
     env
 }
 
-/// The user's home from `/etc/passwd`; `/` for a user without an entry (runc's default).
-fn home_of(uid: u32) -> String {
+/// The user's home from the container's `/etc/passwd` (the image layer's, else the host's); `/`
+/// for a user without an entry (runc's default).
+fn home_of(uid: u32, image_root: Option<&Path>) -> String {
     if uid == 0 {
         return "/root".into();
     }
-    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let passwd = image_root
+        .and_then(|r| std::fs::read_to_string(r.join("etc/passwd")).ok())
+        .or_else(|| std::fs::read_to_string("/etc/passwd").ok())
+        .unwrap_or_default();
     passwd
         .lines()
         .map(|l| l.split(':').collect::<Vec<_>>())
@@ -156,7 +165,13 @@ fn home_of(uid: u32) -> String {
 }
 
 /// Where a path of the container is on this machine, if the container can see it.
-fn host_path(view: &View, entrypoint: Option<&Path>, masks: &[PathBuf], path: &str) -> Option<PathBuf> {
+fn host_path(
+    view: &View,
+    entrypoint: Option<&Path>,
+    layer: Option<&Path>,
+    masks: &[PathBuf],
+    path: &str,
+) -> Option<PathBuf> {
     for m in view.mounts.iter().rev() {
         let target = m.target.trim_end_matches('/');
         if path == target {
@@ -168,6 +183,11 @@ fn host_path(view: &View, entrypoint: Option<&Path>, masks: &[PathBuf], path: &s
     }
     if entrypoint.is_some_and(|e| e == Path::new(path)) {
         return Some(PathBuf::from(path));
+    }
+    if let Some(in_layer) = layer.map(|l| l.join(path.trim_start_matches('/')))
+        && std::fs::symlink_metadata(&in_layer).is_ok()
+    {
+        return Some(in_layer);
     }
     let hidden = MASKED
         .iter()
@@ -189,6 +209,7 @@ pub(crate) fn check_command(
     env: &[(String, String)],
     argv0: &str,
     entrypoint: Option<&Path>,
+    layer: Option<&Path>,
     masks: &[PathBuf],
 ) -> Result<(), SandboxError> {
     if argv0.contains('/') {
@@ -198,7 +219,7 @@ pub(crate) fn check_command(
             let wd = view.working_dir.as_deref().unwrap_or("/");
             format!("{}/{argv0}", wd.trim_end_matches('/'))
         };
-        return match host_path(view, entrypoint, masks, &abs) {
+        return match host_path(view, entrypoint, layer, masks, &abs) {
             Some(p) if p.exists() => Ok(()),
             _ => Err(SandboxError::Exec(format!(
                 "exec: {argv0:?}: stat {argv0}: no such file or directory"
@@ -213,7 +234,15 @@ pub(crate) fn check_command(
     let found = path
         .split(':')
         .filter(|d| d.starts_with('/'))
-        .filter_map(|d| host_path(view, entrypoint, masks, &format!("{}/{argv0}", d.trim_end_matches('/'))))
+        .filter_map(|d| {
+            host_path(
+                view,
+                entrypoint,
+                layer,
+                masks,
+                &format!("{}/{argv0}", d.trim_end_matches('/')),
+            )
+        })
         .any(|p| is_executable(&p));
     if found {
         Ok(())
@@ -237,6 +266,11 @@ pub(crate) fn launch(l: &Launch<'_>) -> Result<Launched, SandboxError> {
     let s = scratch.display().to_string();
     if s.contains([',', ':', '\n']) {
         return Err(SandboxError::BadPath(s));
+    }
+    if let Some(layer) = l.layer.map(|p| p.display().to_string())
+        && layer.contains([',', ':', '\n'])
+    {
+        return Err(SandboxError::BadPath(layer));
     }
     std::fs::create_dir_all(scratch).map_err(|source| SandboxError::Scratch {
         path: s.clone(),
@@ -293,6 +327,7 @@ fn scripts(l: &Launch<'_>) -> (String, String) {
         us = s.join("upper").display(),
         ws = s.join("work").display(),
     ));
+    o.push_str(&layer_mounts(l.layer, s));
     o.push_str("mount --rbind /dev \"$R/dev\"\nmount --rbind /sys \"$R/sys\"\nmount -t proc proc \"$R/proc\"\n");
     o.push_str("mount -t tmpfs -o mode=700 tmpfs \"$R/root\"\nmount -t tmpfs -o mode=755 tmpfs \"$R/home\"\n");
     o.push_str("mount -t tmpfs -o mode=1777 tmpfs \"$R/tmp\"\n");
@@ -359,6 +394,46 @@ fn scripts(l: &Launch<'_>) -> (String, String) {
     }
     o.push('\n');
     (o, inner)
+}
+
+/// A directory image's layer, one overlay per top-level directory of it: the image's directory
+/// over the host's (overlayfs refuses the layer and `/` as lower layers of one mount, since one
+/// contains the other), writes in the container's scratch. Top-level files and directories
+/// that contain the layer itself are left out.
+fn layer_mounts(layer: Option<&Path>, scratch: &Path) -> String {
+    let Some(layer) = layer else { return String::new() };
+    let mut dirs: Vec<String> = std::fs::read_dir(layer)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| e.file_name().to_str().map(str::to_string))
+        .filter(|d| !layer.starts_with(Path::new("/").join(d)) && !d.contains([',', ':', '\n']))
+        .collect();
+    dirs.sort();
+    let mut o = String::new();
+    for d in dirs {
+        let image = layer.join(&d).display().to_string();
+        let (u, w) = (
+            scratch.join("layer/upper").join(&d),
+            scratch.join("layer/work").join(&d),
+        );
+        let host = format!("/{d}");
+        let lower = if Path::new(&host).is_dir() {
+            format!("{image}:{host}")
+        } else {
+            image
+        };
+        o.push_str(&format!(
+            "mkdir -p {uq} {wq} \"$R\"{t}\nmount -t overlay overlay -o lowerdir={lower},upperdir={u},workdir={w} \"$R\"{t}\n",
+            uq = quote(&u.display().to_string()),
+            wq = quote(&w.display().to_string()),
+            u = u.display(),
+            w = w.display(),
+            t = quote(&host),
+        ));
+    }
+    o
 }
 
 /// The host PID of the container process (its namespace's PID 1), once it is set up.
@@ -580,15 +655,21 @@ mod tests {
             run_as_user: None,
             run_as_group: None,
             termination_log: None,
+            image_root: None,
         }
     }
 
     async fn run(view: &View, scratch: &Path, script: &str) -> (i32, String) {
+        run_in(view, scratch, None, script).await
+    }
+
+    async fn run_in(view: &View, scratch: &Path, layer: Option<&Path>, script: &str) -> (i32, String) {
         let argv = vec!["/bin/sh".to_string(), "-c".to_string(), script.to_string()];
         let launched = launch(&Launch {
             view,
             argv: &argv,
             entrypoint: None,
+            layer,
             scratch,
             masks: &[],
         })
@@ -596,6 +677,53 @@ mod tests {
         let out = launched.child.wait_with_output().await.unwrap();
         let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
         (exit_code(out.status), text)
+    }
+
+    #[tokio::test]
+    async fn a_directory_image_layer_lies_over_the_host_root() {
+        if let Err(reason) = supported() {
+            println!("skipped: {reason}");
+            return;
+        }
+        let _lock = machine_lock();
+        let dir = tempfile::tempdir().unwrap();
+        let layer = dir.path().join("rootfs");
+        std::fs::create_dir_all(layer.join("opt/img")).unwrap();
+        std::fs::create_dir_all(layer.join("etc")).unwrap();
+        std::fs::write(layer.join("opt/img/hello"), "from the image").unwrap();
+        std::fs::write(layer.join("etc/kube-sim-layer-test"), "image etc").unwrap();
+        let v = view("img", vec![]);
+        let env = final_env(&v);
+        // The command is found in the layer, not on the host.
+        assert!(check_command(&v, &env, "/opt/img/hello", None, Some(&layer), &[]).is_ok());
+        assert!(check_command(&v, &env, "/opt/img/hello", None, None, &[]).is_err());
+        let script = "cat /opt/img/hello; echo; cat /etc/kube-sim-layer-test; echo; \
+                      test -x /bin/sh && echo host-below; echo w > /opt/img/written && echo writable";
+        let (code, out) = run_in(&v, &dir.path().join("s"), Some(&layer), script).await;
+        assert_eq!(code, 0, "{out}");
+        assert_eq!(
+            out.lines().collect::<Vec<_>>(),
+            ["from the image", "image etc", "host-below", "writable"],
+            "{out}"
+        );
+        // Writes go to the container's upper layer, never into the image.
+        assert!(!layer.join("opt/img/written").exists());
+        // HOME comes from the image's /etc/passwd.
+        std::fs::write(
+            layer.join("etc/passwd"),
+            "root:x:0:0::/root:/bin/sh\nspark:x:185:185::/home/spark:/bin/sh\n",
+        )
+        .unwrap();
+        let spark = View {
+            run_as_user: Some(185),
+            image_root: Some(layer.clone()),
+            ..v.clone()
+        };
+        let home = final_env(&spark).into_iter().find(|(k, _)| k == "HOME").map(|(_, v)| v);
+        assert_eq!(home.as_deref(), Some("/home/spark"));
+        // Without the layer the image's files are not there.
+        let (_, out) = run(&v, &dir.path().join("s2"), "cat /opt/img/hello || echo absent").await;
+        assert!(out.contains("absent"), "{out}");
     }
 
     #[tokio::test]
@@ -673,8 +801,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let v = view("p", vec![]);
         let env = final_env(&v);
-        assert!(check_command(&v, &env, "sh", None, &[]).is_ok());
-        let e = check_command(&v, &env, "no-such-command", None, &[])
+        assert!(check_command(&v, &env, "sh", None, None, &[]).is_ok());
+        let e = check_command(&v, &env, "no-such-command", None, None, &[])
             .unwrap_err()
             .to_string();
         assert!(
@@ -686,6 +814,7 @@ mod tests {
             &v,
             &env,
             &missing.display().to_string(),
+            None,
             None,
             &[dir.path().to_path_buf()],
         )

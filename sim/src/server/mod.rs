@@ -5,6 +5,7 @@ mod handlers;
 mod proxy;
 mod request;
 mod response;
+mod websocket;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -97,10 +98,17 @@ pub(crate) fn spawn(
                         let svc = service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
                             req.extensions_mut().insert(proxy::ClientAddr(peer));
                             let state = state.clone();
-                            async move { Ok::<_, Infallible>(handlers::handle(state, req, client_cert).await) }
+                            async move {
+                                // Watches over WebSocket (fabric8's way); everything else as is.
+                                if websocket::is_watch_upgrade(&req) {
+                                    let response = websocket::handle(req, |req| handlers::handle(state, req, client_cert)).await;
+                                    return Ok::<_, Infallible>(response);
+                                }
+                                Ok::<_, Infallible>(handlers::handle(state, req, client_cert).await)
+                            }
                         });
                         let builder = auto::Builder::new(TokioExecutor::new());
-                        let conn = builder.serve_connection(TokioIo::new(tls), svc);
+                        let conn = builder.serve_connection_with_upgrades(TokioIo::new(tls), svc);
                         if let Err(e) = watcher.watch(conn).await {
                             tracing::debug!(%peer, error = %e, "connection ended with an error");
                         }
