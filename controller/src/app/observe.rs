@@ -126,6 +126,8 @@ pub struct DriverPod {
     pub termination: Option<TerminationRecord>,
     pub spark_app_id: Option<String>,
     pub has_finalizer: bool,
+    /// Bound to a node (`spec.nodeName`, or `PodScheduled=True`).
+    pub placed: bool,
 }
 
 /// Reads a Spark pod's role from its `spark-role` label.
@@ -227,11 +229,12 @@ fn start_problem(pod: &SparkPod, container: &str) -> Option<StartProblem> {
 /// A pod not on a node that no scheduler has said anything about. A scheduler that runs answers within
 /// moments (binds it, or marks it Unschedulable); the start timeout decides when silence means none runs.
 fn not_scheduled(pod: &SparkPod) -> Option<StartProblem> {
-    let spec = pod.spec.as_ref();
-    if spec.and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty()) {
+    if placed(pod) {
         return None;
     }
-    let scheduler = spec
+    let scheduler = pod
+        .spec
+        .as_ref()
         .and_then(|s| s.scheduler_name.as_deref())
         .filter(|s| !s.is_empty())
         .unwrap_or("default-scheduler");
@@ -280,7 +283,22 @@ pub fn driver_pod(pod: &SparkPod, observer: TerminationObserver) -> DriverPod {
             .finalizers
             .as_ref()
             .is_some_and(|f| f.iter().any(|f| f == FINALIZER_DRIVER_PROTECTION)),
+        placed: placed(pod),
     }
+}
+
+fn placed(pod: &SparkPod) -> bool {
+    let bound = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|n| !n.is_empty());
+    bound
+        || pod
+            .status
+            .iter()
+            .flat_map(|s| &s.conditions)
+            .any(|c| c.type_ == "PodScheduled" && c.status == "True")
 }
 
 /// The facts about an executor pod.
@@ -427,6 +445,8 @@ mod tests {
         // Bound but without conditions yet: not a problem.
         let bound = pod(json!({"metadata": {"name": "d"}, "spec": {"nodeName": "n"}, "status": {"phase": "Pending"}}));
         assert_eq!(driver_pod(&bound, TerminationObserver::PodWatch).start_problem, None);
+        assert!(driver_pod(&bound, TerminationObserver::PodWatch).placed);
+        assert!(!driver_pod(&ignored, TerminationObserver::PodWatch).placed);
     }
 
     #[test]

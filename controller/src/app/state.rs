@@ -208,6 +208,16 @@ impl Decision {
         self.requeue = Some(self.requeue.map_or(wait, |r| r.min(wait)));
     }
 
+    /// Whether `limit` has passed since `since`; if not, requeued for when it will.
+    fn reached(&mut self, now: Timestamp, since: Timestamp, limit: Duration) -> bool {
+        let deadline = later(since, SignedDuration::try_from(limit).unwrap_or_default());
+        if now >= deadline {
+            return true;
+        }
+        self.requeue_in(deadline.duration_since(now));
+        false
+    }
+
     /// Moves to `to`, recording the transition.
     fn go(&mut self, to: S, reason: &'static str, message: impl Into<String>, warning: bool) {
         let from = self.status.application_state.state;
@@ -567,68 +577,13 @@ fn follow_driver(input: &Input<'_>, d: &mut Decision) {
         }
         d.requeue_in(give_up.duration_since(input.now));
     }
-    if let Some(problem) = pod.start_problem.as_ref().filter(|p| p.waiting_for_capacity) {
-        if let Some(record) = wait_for_capacity(input, d, pod, problem) {
-            d.act(Action::DeleteDriver {
-                pod_name: pod.name.clone(),
-            });
-            return finish_run(input, d, record);
-        }
-    } else if let Some(problem) = pod
-        .start_problem
-        .as_ref()
-        .filter(|p| p.reason != crate::app::observe::NOT_SCHEDULED)
-    {
-        // (A pod no scheduler has looked at yet is every pod's first moment: only its timeout tells.)
-        d.flag(
-            input,
-            DRIVER_SCHEDULED,
-            false,
-            reasons::UNSCHEDULABLE,
-            format!("driver pod {}: {}", pod.name, problem.message),
-            true,
-        );
-    } else if conditions::get(&d.status.conditions, DRIVER_SCHEDULED).is_some_and(|c| c.status != "True") {
-        d.flag(
-            input,
-            DRIVER_SCHEDULED,
-            true,
-            reasons::DRIVER_SCHEDULED,
-            format!("driver pod {} was placed on a node", pod.name),
-            false,
-        );
-    }
-    if let (Some(problem), Some(timeout)) = (
-        pod.start_problem.as_ref().filter(|p| !p.waiting_for_capacity),
-        input.timing.driver_start_timeout,
-    ) {
-        let since = pod
-            .created_at
-            .or_else(|| d.status.last_submission_attempt_time.as_ref().map(|t| t.0))
-            .unwrap_or(input.now);
-        let deadline = later(since, SignedDuration::try_from(timeout).unwrap_or_default());
-        if input.now >= deadline {
-            let message = format!(
-                "the driver did not start within {}s: {}: {}",
-                timeout.as_secs(),
-                problem.reason,
-                problem.message
-            );
-            let record = TerminationRecord {
-                pod_name: pod.name.clone(),
-                reason: Some(problem.reason.clone()),
-                message: Some(message),
-                finished_at: Some(seconds(input.now)),
-                observed_by: Some(spark_operator_api::state::TerminationObserver::PodWatch),
-                ..TerminationRecord::default()
-            };
-            // The stuck pod would hold its quota forever; its failure is recorded, so it can go.
-            d.act(Action::DeleteDriver {
-                pod_name: pod.name.clone(),
-            });
-            return finish_run(input, d, record);
-        }
-        d.requeue_in(deadline.duration_since(input.now));
+    note_scheduling(input, d, pod);
+    if let Some(record) = start_timed_out(input, d, pod) {
+        // The stuck pod would hold its quota forever; its failure is recorded, so it can go.
+        d.act(Action::DeleteDriver {
+            pod_name: pod.name.clone(),
+        });
+        return finish_run(input, d, record);
     }
     let (to, reason, warning) = match pod.state {
         DriverState::Pending => (S::Submitted, reasons::PENDING, false),
@@ -670,37 +625,77 @@ fn follow_driver(input: &Input<'_>, d: &mut Decision) {
     }
 }
 
-/// A driver waiting for room: `DriverScheduled=False, WaitingForCapacity`, requeued for the capacity
-/// timeout if one is set; the termination to record once it has passed.
-fn wait_for_capacity(
-    input: &Input<'_>,
-    d: &mut Decision,
-    pod: &DriverPod,
-    problem: &crate::app::observe::StartProblem,
-) -> Option<TerminationRecord> {
-    d.flag(
-        input,
-        DRIVER_SCHEDULED,
-        false,
-        reasons::WAITING_FOR_CAPACITY,
-        format!("driver pod {} waits for room on a node: {}", pod.name, problem.message),
-        false,
-    );
-    let timeout = input.timing.capacity_timeout?;
-    let since = pod.created_at.unwrap_or(input.now);
-    let deadline = later(since, SignedDuration::try_from(timeout).unwrap_or_default());
-    if input.now < deadline {
-        d.requeue_in(deadline.duration_since(input.now));
+/// What the scheduler says of the driver, as `DriverScheduled`: False while it waits for room
+/// (`WaitingForCapacity`) or no node can take it (`Unschedulable`), True once it is placed after either. A
+/// pod no scheduler has looked at yet says nothing: that is every pod's first moment.
+fn note_scheduling(input: &Input<'_>, d: &mut Decision, pod: &DriverPod) {
+    match pod.start_problem.as_ref() {
+        Some(problem) if problem.waiting_for_capacity => d.flag(
+            input,
+            DRIVER_SCHEDULED,
+            false,
+            reasons::WAITING_FOR_CAPACITY,
+            format!("driver pod {} waits for room on a node: {}", pod.name, problem.message),
+            false,
+        ),
+        Some(problem) if problem.reason == crate::app::observe::UNSCHEDULABLE => d.flag(
+            input,
+            DRIVER_SCHEDULED,
+            false,
+            reasons::UNSCHEDULABLE,
+            format!("driver pod {}: {}", pod.name, problem.message),
+            true,
+        ),
+        _ if pod.placed
+            && conditions::get(&d.status.conditions, DRIVER_SCHEDULED).is_some_and(|c| c.status != "True") =>
+        {
+            d.flag(
+                input,
+                DRIVER_SCHEDULED,
+                true,
+                reasons::DRIVER_SCHEDULED,
+                format!("driver pod {} was placed on a node", pod.name),
+                false,
+            )
+        }
+        _ => {}
+    }
+}
+
+/// The termination to record for a driver that has not started in time: one waiting for room after the
+/// (optional) capacity timeout, any other stuck one after the start timeout; requeued for the deadline
+/// until then.
+fn start_timed_out(input: &Input<'_>, d: &mut Decision, pod: &DriverPod) -> Option<TerminationRecord> {
+    let problem = pod.start_problem.as_ref()?;
+    let (timeout, why) = if problem.waiting_for_capacity {
+        let timeout = input.timing.capacity_timeout?;
+        let why = format!(
+            "the driver waited for capacity longer than {}s: {}",
+            timeout.as_secs(),
+            problem.message
+        );
+        (timeout, why)
+    } else {
+        let timeout = input.timing.driver_start_timeout?;
+        let why = format!(
+            "the driver did not start within {}s: {}: {}",
+            timeout.as_secs(),
+            problem.reason,
+            problem.message
+        );
+        (timeout, why)
+    };
+    let since = pod
+        .created_at
+        .or_else(|| d.status.last_submission_attempt_time.as_ref().map(|t| t.0))
+        .unwrap_or(input.now);
+    if !d.reached(input.now, since, timeout) {
         return None;
     }
     Some(TerminationRecord {
         pod_name: pod.name.clone(),
         reason: Some(problem.reason.clone()),
-        message: Some(format!(
-            "the driver waited for capacity longer than {}s: {}",
-            timeout.as_secs(),
-            problem.message
-        )),
+        message: Some(why),
         finished_at: Some(seconds(input.now)),
         observed_by: Some(spark_operator_api::state::TerminationObserver::PodWatch),
         ..TerminationRecord::default()
@@ -712,44 +707,32 @@ fn executors_starved(input: &Input<'_>, d: &mut Decision) {
     let Some(threshold) = input.timing.executor_starvation_threshold else {
         return;
     };
-    let starved_since = input.executors_waiting_since.map(|since| {
-        (
-            since,
-            later(since, SignedDuration::try_from(threshold).unwrap_or_default()),
-        )
-    });
-    match starved_since {
-        Some((since, deadline)) if input.now >= deadline => {
-            let waited = input.now.duration_since(since).as_secs();
-            d.flag(
-                input,
-                EXECUTORS_STARVED,
-                true,
-                reasons::EXECUTORS_STARVED,
-                format!(
-                    "executors have waited {waited}s for room on a node while the driver holds its own; when \
-                     many applications start at once their drivers can take all the room their executors need. \
-                     Gang scheduling (spec.batchScheduler: volcano or yunikorn) starts an application only when \
-                     its driver and executors fit together"
-                ),
-                true,
-            );
-        }
-        waiting => {
-            if let Some((_, deadline)) = waiting {
-                d.requeue_in(deadline.duration_since(input.now));
-            }
-            if conditions::get(&d.status.conditions, EXECUTORS_STARVED).is_some_and(|c| c.status == "True") {
-                d.flag(
-                    input,
-                    EXECUTORS_STARVED,
-                    false,
-                    reasons::EXECUTORS_FED,
-                    "no executor waits for room past the threshold".to_owned(),
-                    false,
-                );
-            }
-        }
+    if let Some(since) = input.executors_waiting_since
+        && d.reached(input.now, since, threshold)
+    {
+        let waited = input.now.duration_since(since).as_secs();
+        d.flag(
+            input,
+            EXECUTORS_STARVED,
+            true,
+            reasons::EXECUTORS_STARVED,
+            format!(
+                "executors have waited {waited}s for room on a node while the driver holds its own; when \
+                 many applications start at once their drivers can take all the room their executors need. \
+                 Gang scheduling (spec.batchScheduler: volcano or yunikorn) starts an application only when \
+                 its driver and executors fit together"
+            ),
+            true,
+        );
+    } else if conditions::get(&d.status.conditions, EXECUTORS_STARVED).is_some_and(|c| c.status == "True") {
+        d.flag(
+            input,
+            EXECUTORS_STARVED,
+            false,
+            reasons::EXECUTORS_FED,
+            "no executor waits for room past the threshold".to_owned(),
+            false,
+        );
     }
 }
 

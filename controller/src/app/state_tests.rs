@@ -85,6 +85,7 @@ fn pod(state: DriverState) -> DriverPod {
         created_at: Some(at(0)),
         has_finalizer: true,
         spark_app_id: Some("spark-abc".into()),
+        placed: state != DriverState::Pending,
         ..DriverPod::default()
     }
 }
@@ -987,5 +988,30 @@ fn a_driver_no_scheduler_looks_at_fails_at_the_start_timeout_without_an_early_al
             .application_state
             .error_message
             .contains("no scheduler has placed")
+    );
+}
+
+#[test]
+fn driver_scheduled_follows_placement_not_every_start_problem() {
+    // A driver stuck pulling its image is on a node: no DriverScheduled=False, no Event.
+    let a = app(never(), json!({"applicationState": {"state": "SUBMITTED"}}));
+    let mut pulling = stuck("ImagePullBackOff");
+    pulling.placed = true;
+    let d = run(&a, present(pulling.clone()), 10);
+    assert!(conditions::get(&d.status.conditions, "DriverScheduled").is_none());
+    assert!(d.notices.is_empty());
+
+    // After waiting for room: not placed yet (a gang waiting for its other members says nothing the
+    // controller reads as a problem) keeps DriverScheduled=False; placed (even if then stuck) turns it True.
+    let mut waited = a.clone();
+    waited.status = Some(run(&a, present(waiting_for_room()), 10).status);
+    let unplaced = run(&waited, present(pod(DriverState::Pending)), 20);
+    let c = conditions::get(&unplaced.status.conditions, "DriverScheduled").unwrap();
+    assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "WaitingForCapacity"));
+    let placed = run(&waited, present(pulling), 20);
+    let c = conditions::get(&placed.status.conditions, "DriverScheduled").unwrap();
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("True", reasons::DRIVER_SCHEDULED)
     );
 }
