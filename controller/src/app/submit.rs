@@ -39,6 +39,13 @@ pub enum Submitted {
     WaitForOldDriver { pod: String },
 }
 
+impl Submitted {
+    /// A submission that failed for good, with the message the status shows.
+    fn failed(message: String) -> Self {
+        Self::Done(SubmitOutcome::Failed { message }, WebUiStatus::default())
+    }
+}
+
 /// A transient failure: the reconcile is retried and the same submission resumed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -133,12 +140,7 @@ pub async fn submit(
         Ok(objects) => objects,
         Err(error) => {
             // Shown to users in status: the whole chain, the decoration's field and fix included.
-            return Ok(Submitted::Done(
-                SubmitOutcome::Failed {
-                    message: ErrorChain(&error).to_string(),
-                },
-                WebUiStatus::default(),
-            ));
+            return Ok(Submitted::failed(ErrorChain(&error).to_string()));
         }
     };
 
@@ -151,10 +153,7 @@ pub async fn submit(
                 "the API server refused the application's {kind} {name}: {}",
                 kube_error(&source)
             );
-            return Ok(Submitted::Done(
-                SubmitOutcome::Failed { message },
-                WebUiStatus::default(),
-            ));
+            return Ok(Submitted::failed(message));
         }
         Err(error) => return Err(error),
     };
@@ -163,10 +162,7 @@ pub async fn submit(
     if let Some(group) = &objects.pod_group
         && let Some(message) = create_pod_group(client, &namespace, group).await?
     {
-        return Ok(Submitted::Done(
-            SubmitOutcome::Failed { message },
-            WebUiStatus::default(),
-        ));
+        return Ok(Submitted::failed(message));
     }
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
@@ -198,10 +194,7 @@ pub async fn submit(
                         "a pod named {pod_name} already exists and was not created for this application: delete \
                          it, or name the driver differently with spec.driver.podName"
                     );
-                    return Ok(Submitted::Done(
-                        SubmitOutcome::Failed { message },
-                        WebUiStatus::default(),
-                    ));
+                    return Ok(Submitted::failed(message));
                 }
             }
         }
@@ -210,10 +203,7 @@ pub async fn submit(
                 "the API server refused the driver pod {pod_name}: {}",
                 kube_error(&error)
             );
-            return Ok(Submitted::Done(
-                SubmitOutcome::Failed { message },
-                WebUiStatus::default(),
-            ));
+            return Ok(Submitted::failed(message));
         }
         Err(source) => {
             return Err(Error::Create {
@@ -246,10 +236,7 @@ pub async fn submit(
                 "the API server refused the driver's {kind} {name}: {}",
                 kube_error(&source)
             );
-            Ok(Submitted::Done(
-                SubmitOutcome::Failed { message },
-                WebUiStatus::default(),
-            ))
+            Ok(Submitted::failed(message))
         }
         Err(error) => Err(error),
     }
@@ -290,11 +277,19 @@ async fn application_objects(
 /// Deletes the driver PodDisruptionBudget `name`, if there is one.
 pub async fn delete_driver_pdb(client: &kube::Client, namespace: &str, name: &str) -> Result<(), Error> {
     let api: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), namespace);
+    delete_if_present(&api, "PodDisruptionBudget", namespace, name).await
+}
+
+/// Deletes an object; one already gone is fine.
+async fn delete_if_present<K>(api: &Api<K>, kind: &'static str, namespace: &str, name: &str) -> Result<(), Error>
+where
+    K: Clone + DeserializeOwned + std::fmt::Debug,
+{
     match api.delete(name, &DeleteParams::background()).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
         Err(source) => Err(Error::Delete {
-            kind: "PodDisruptionBudget",
+            kind,
             namespace: namespace.to_owned(),
             name: name.to_owned(),
             source,
@@ -339,17 +334,7 @@ pub async fn delete_pod_group(
     name: &str,
 ) -> Result<(), Error> {
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, resource);
-    let name = name.to_owned();
-    match api.delete(&name, &DeleteParams::background()).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(source) => Err(Error::Delete {
-            kind: "PodGroup",
-            namespace: namespace.to_owned(),
-            name,
-            source,
-        }),
-    }
+    delete_if_present(&api, "PodGroup", namespace, name).await
 }
 
 async fn delete_pod(pods: &Api<Pod>, name: &str, namespace: &str) -> Result<(), Error> {
