@@ -827,6 +827,18 @@ fn volcano_gets_a_pod_group_sized_for_the_driver_and_its_executors() {
         "{template}"
     );
 
+    // A sidecar's requests count too: the scheduler places the whole pod.
+    let mut sidecar = a.clone();
+    sidecar.spec.driver.pod.sidecars = serde_json::from_value(json!([{
+        "name": "proxy", "image": "envoy", "resources": {"requests": {"cpu": "500m", "memory": "128Mi"}}
+    }]))
+    .unwrap();
+    let group = submit(&sidecar).pod_group.expect("a PodGroup");
+    assert_eq!(
+        group.object.data["spec"]["minResources"],
+        json!({"cpu": "5500m", "memory": "3840Mi"})
+    );
+
     // batchSchedulerOptions.resources win, as in Kubeflow; YuniKorn has no PodGroup but task groups.
     let mut own = a.clone();
     own.spec.batch_scheduler_options =

@@ -112,27 +112,34 @@ fn cpu(millis: u64) -> String {
 
 /// What the driver pod and its initial executors request together: (millicores, MiB).
 fn group_requests(conf: &DriverConf<'_>, driver_pod: &Pod) -> Result<(u64, u64), DriverPodError> {
-    let requests: BTreeMap<String, String> = driver_pod
-        .spec
-        .iter()
-        .flat_map(|s| &s.containers)
-        .filter_map(|c| c.resources.as_ref()?.requests.as_ref())
-        .flat_map(|r| r.iter().map(|(k, v)| (k.clone(), v.0.clone())))
-        .collect();
-    let quantity = |key: &str| {
-        requests
-            .get(key)
-            .and_then(|v| KubernetesQuantity::parse(v).ok())
-            .map_or(0.0, KubernetesQuantity::value)
-    };
-    let driver_millis = (quantity("cpu") * 1000.0).ceil() as u64;
-    let driver_mib = (quantity("memory") / (1024.0 * 1024.0)).ceil() as u64;
+    let (driver_millis, driver_mib) = pod_requests(driver_pod);
     let (executor_millis, executor_mib) = executor_requests(conf)?;
     let executors = initial_executors(conf);
     Ok((
         driver_millis.saturating_add(executor_millis.saturating_mul(executors)),
         driver_mib.saturating_add(executor_mib.saturating_mul(executors)),
     ))
+}
+
+/// A pod's cpu and memory requests, its containers' summed as the scheduler sums them (sidecars
+/// included; init containers run before and are left out): (millicores, MiB).
+fn pod_requests(pod: &Pod) -> (u64, u64) {
+    let quantity = |requests: &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>, key: &str| {
+        requests
+            .get(key)
+            .and_then(|v| KubernetesQuantity::parse(&v.0).ok())
+            .map_or(0.0, KubernetesQuantity::value)
+    };
+    pod.spec
+        .iter()
+        .flat_map(|s| &s.containers)
+        .filter_map(|c| c.resources.as_ref()?.requests.as_ref())
+        .fold((0, 0), |(millis, mib), requests| {
+            (
+                millis + (quantity(requests, "cpu") * 1000.0).ceil() as u64,
+                mib + (quantity(requests, "memory") / (1024.0 * 1024.0)).ceil() as u64,
+            )
+        })
 }
 
 /// One executor's requests as Spark's `BasicExecutorFeatureStep` sets them: (millicores, MiB).
