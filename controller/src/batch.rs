@@ -6,6 +6,8 @@
 //! once, with the flag that would enable it. A PodGroup CRD that is not installed is found when the
 //! PodGroup is created (the API server has no such resource), and fails the submission with its name.
 
+use std::borrow::Cow;
+
 use spark_operator_api::SparkApplication;
 use spark_operator_api::batch_scheduler::{VOLCANO, YUNIKORN, named_batch_scheduler};
 
@@ -69,14 +71,16 @@ impl BatchSettings {
 
     /// The application as it is submitted: with the scheduler it gets written into `spec.batchScheduler`,
     /// so the driver pod and the executor template carry its marks (Kubeflow does the same to its copy).
-    pub fn applied(&self, app: &SparkApplication) -> SparkApplication {
-        let mut app = app.clone();
-        if named_batch_scheduler(&app).is_none()
-            && let Some(default) = self.effective(&app).map(str::to_owned)
-        {
-            app.spec.batch_scheduler = Some(default);
+    /// Borrowed when there is nothing to write.
+    pub fn applied<'a>(&self, app: &'a SparkApplication) -> Cow<'a, SparkApplication> {
+        match self.effective(app) {
+            Some(default) if named_batch_scheduler(app).is_none() => {
+                let mut app = app.clone();
+                app.spec.batch_scheduler = Some(default.to_owned());
+                Cow::Owned(app)
+            }
+            _ => Cow::Borrowed(app),
         }
-        app
     }
 }
 

@@ -126,7 +126,7 @@ pub async fn submit(
     // The batch scheduler the application gets (its own, or the operator's default) is part of its spec
     // for this submission, so the driver pod and the executor template carry its marks.
     let applied = settings.batch.applied(app);
-    let app = &applied;
+    let app: &SparkApplication = &applied;
     let input = SubmissionInput {
         app,
         submission_id,
