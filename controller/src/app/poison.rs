@@ -20,6 +20,7 @@ use futures::FutureExt;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use serde_json::json;
@@ -49,18 +50,6 @@ pub struct Quarantine {
     panics: HashMap<String, u32>,
 }
 
-fn reference(metadata: &ObjectMeta) -> ObjectReference {
-    ObjectReference {
-        api_version: Some("sparkoperator.k8s.io/v1beta2".to_owned()),
-        kind: Some("SparkApplication".to_owned()),
-        name: metadata.name.clone(),
-        namespace: metadata.namespace.clone(),
-        uid: metadata.uid.clone(),
-        resource_version: metadata.resource_version.clone(),
-        ..ObjectReference::default()
-    }
-}
-
 fn condition(type_: &str, status: bool, reason: &str, message: &str, generation: Option<i64>) -> serde_json::Value {
     let mut list = Vec::new();
     conditions::set(&mut list, type_, status, reason, message, Timestamp::now(), generation);
@@ -82,7 +71,7 @@ async fn patch_status(ctx: &Ctx, metadata: &ObjectMeta, patch: serde_json::Value
 }
 
 /// Marks an application the controller cannot decode, once per generation.
-pub async fn mark_unreadable(app: &Unreadable, ctx: &Ctx) {
+pub async fn mark_unreadable(app: &Unreadable, reference: &ObjectReference, ctx: &Ctx) {
     let metadata = &app.metadata;
     let uid = metadata.uid.clone().unwrap_or_default();
     let generation = metadata.generation.unwrap_or_default();
@@ -116,9 +105,7 @@ pub async fn mark_unreadable(app: &Unreadable, ctx: &Ctx) {
         metadata.generation,
     );
     patch_status(ctx, metadata, json!({ "status": { "conditions": conditions } })).await;
-    ctx.events
-        .warning(&reference(metadata), REASON_UNREADABLE, &message)
-        .await;
+    ctx.events.warning(reference, REASON_UNREADABLE, &message).await;
 }
 
 /// Runs a reconcile of `app`, containing a panic to it.
@@ -163,7 +150,7 @@ pub async fn contained(
                 let message = "the operator hit an internal error reconciling this application (see the operator's log); it retries with a growing delay";
                 set_reconcile_failed(&ctx, &app, true, "InternalError", message).await;
                 ctx.events
-                    .warning(&reference(&app.metadata), "ReconcilePanicked", message)
+                    .warning(&app.object_ref(&()), "ReconcilePanicked", message)
                     .await;
             }
             Ok(Action::requeue(panic_backoff(count)))

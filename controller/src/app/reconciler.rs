@@ -170,7 +170,7 @@ where
 pub async fn reconcile(watched: Arc<WatchedApp>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     match watched.as_ref() {
         WatchedApp::Unreadable(unreadable) => {
-            poison::mark_unreadable(unreadable, &ctx).await;
+            poison::mark_unreadable(unreadable, &watched.object_ref(&()), &ctx).await;
             Ok(Action::await_change())
         }
         WatchedApp::Readable(app) => {

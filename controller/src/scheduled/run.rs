@@ -115,7 +115,7 @@ async fn reconcile(watched: Arc<WatchedSchedule>, ctx: Arc<Ctx>) -> Result<Actio
                 .namespaces
                 .allows(unreadable.metadata.namespace.as_deref().unwrap_or_default())
             {
-                mark_unreadable(&ctx, unreadable).await?;
+                mark_unreadable(&ctx, unreadable, &watched.object_ref(&())).await?;
             }
             Ok(Action::await_change())
         }
@@ -124,7 +124,11 @@ async fn reconcile(watched: Arc<WatchedSchedule>, ctx: Arc<Ctx>) -> Result<Actio
 
 /// A schedule the controller cannot decode: `FailedValidation` with the field that failed, and an Event.
 /// Nothing runs until it is fixed (a watch event brings it back).
-async fn mark_unreadable(ctx: &Ctx, unreadable: &Unreadable) -> Result<(), Error> {
+async fn mark_unreadable(
+    ctx: &Ctx,
+    unreadable: &Unreadable,
+    reference: &k8s_openapi::api::core::v1::ObjectReference,
+) -> Result<(), Error> {
     let namespace = unreadable.metadata.namespace.clone().unwrap_or_default();
     let name = unreadable.metadata.name.clone().unwrap_or_default();
     let reason = format!("the ScheduledSparkApplication cannot be read: {}", unreadable.reason);
@@ -143,14 +147,6 @@ async fn mark_unreadable(ctx: &Ctx, unreadable: &Unreadable) -> Result<(), Error
             reason: kube_error(&e),
         })?;
     ctx.metrics.scheduled_failed_validations.inc();
-    let reference = k8s_openapi::api::core::v1::ObjectReference {
-        api_version: Some(ScheduledSparkApplication::api_version(&()).into_owned()),
-        kind: Some(ScheduledSparkApplication::kind(&()).into_owned()),
-        namespace: Some(namespace),
-        name: Some(name),
-        uid: unreadable.metadata.uid.clone(),
-        ..Default::default()
-    };
     let event = Event {
         type_: EventType::Warning,
         reason: "ScheduleFailedValidation".to_owned(),
@@ -158,7 +154,7 @@ async fn mark_unreadable(ctx: &Ctx, unreadable: &Unreadable) -> Result<(), Error
         action: "Schedule".to_owned(),
         secondary: None,
     };
-    if let Err(error) = ctx.recorder.publish(&event, &reference).await {
+    if let Err(error) = ctx.recorder.publish(&event, reference).await {
         tracing::warn!(error = %kube_error(&error), "could not publish an event");
     }
     Ok(())
