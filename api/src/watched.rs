@@ -45,24 +45,24 @@ pub trait Guarded: Resource<DynamicType = ()> + DeserializeOwned + Clone {
 
 impl Guarded for SparkApplication {
     fn field_errors(value: &Value) -> Vec<String> {
-        crate::manifest::decode_spark_application(value)
-            .err()
-            .unwrap_or_default()
-            .iter()
-            .map(ToString::to_string)
-            .collect()
+        lines(crate::manifest::decode_spark_application(value))
     }
 }
 
 impl Guarded for ScheduledSparkApplication {
     fn field_errors(value: &Value) -> Vec<String> {
-        crate::manifest::decode_scheduled_spark_application(value)
-            .err()
-            .unwrap_or_default()
-            .iter()
-            .map(ToString::to_string)
-            .collect()
+        lines(crate::manifest::decode_scheduled_spark_application(value))
     }
+}
+
+/// A decoding's field errors, one line each; none when it decoded.
+fn lines<T>(decoded: Result<T, Vec<crate::field::FieldError>>) -> Vec<String> {
+    decoded
+        .err()
+        .unwrap_or_default()
+        .iter()
+        .map(ToString::to_string)
+        .collect()
 }
 
 impl<K: Guarded> Watched<K> {
