@@ -3,6 +3,7 @@
 //!
 //! A failed Event is logged, never fatal: the status is the record, Events are the narrative.
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Resource;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use spark_operator_api::SparkApplication;
@@ -33,67 +34,49 @@ impl Events {
 
     /// A Warning about an object the controller could not handle (an unreadable application, a reconcile
     /// that panicked), addressed by its reference alone: such an object may not even decode.
-    pub async fn warning(&self, reference: &k8s_openapi::api::core::v1::ObjectReference, reason: &str, note: &str) {
+    pub async fn warning(&self, reference: &ObjectReference, reason: &str, note: &str) {
+        self.publish(reference, true, reason, note, "Reconcile").await;
+    }
+
+    /// One Event per transition: reason as Kubeflow names it, the note saying what happened.
+    pub async fn transition(&self, app: &SparkApplication, transition: &Transition) {
+        let note = format!("{} → {}: {}", show(transition.from), transition.to, transition.message);
+        let action = action(transition.to);
+        self.publish(
+            &app.object_ref(&()),
+            transition.warning,
+            transition.reason,
+            &note,
+            action,
+        )
+        .await;
+    }
+
+    /// One Event per noticed condition change (waiting for capacity, starved executors).
+    pub async fn notice(&self, app: &SparkApplication, notice: &Notice) {
+        self.publish(
+            &app.object_ref(&()),
+            notice.warning,
+            notice.reason,
+            &notice.message,
+            "ObserveDriver",
+        )
+        .await;
+    }
+
+    /// Publishes one Event about `reference`, its note cut to the API's limit; a failure is logged.
+    pub async fn publish(&self, reference: &ObjectReference, warning: bool, reason: &str, note: &str, action: &str) {
         let event = Event {
-            type_: EventType::Warning,
+            type_: if warning { EventType::Warning } else { EventType::Normal },
             reason: reason.to_owned(),
             note: Some(truncate_utf8(note, MAX_NOTE_BYTES)),
-            action: "Reconcile".to_owned(),
+            action: action.to_owned(),
             secondary: None,
         };
         if let Err(error) = self.recorder.publish(&event, reference).await {
             tracing::warn!(
                 object = reference.name.as_deref().unwrap_or_default(),
                 reason,
-                error = %kube_error(&error),
-                "could not publish an event"
-            );
-        }
-    }
-
-    /// One Event per transition: reason as Kubeflow names it, the note saying what happened.
-    pub async fn transition(&self, app: &SparkApplication, transition: &Transition) {
-        let event = Event {
-            type_: if transition.warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: transition.reason.to_owned(),
-            note: Some(truncate_utf8(
-                &format!("{} → {}: {}", show(transition.from), transition.to, transition.message),
-                MAX_NOTE_BYTES,
-            )),
-            action: action(transition.to).to_owned(),
-            secondary: None,
-        };
-        if let Err(error) = self.recorder.publish(&event, &app.object_ref(&())).await {
-            tracing::warn!(
-                app = app.metadata.name.as_deref().unwrap_or_default(),
-                reason = transition.reason,
-                error = %kube_error(&error),
-                "could not publish an event"
-            );
-        }
-    }
-
-    /// One Event per noticed condition change (waiting for capacity, starved executors).
-    pub async fn notice(&self, app: &SparkApplication, notice: &Notice) {
-        let event = Event {
-            type_: if notice.warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: notice.reason.to_owned(),
-            note: Some(truncate_utf8(&notice.message, MAX_NOTE_BYTES)),
-            action: "ObserveDriver".to_owned(),
-            secondary: None,
-        };
-        if let Err(error) = self.recorder.publish(&event, &app.object_ref(&())).await {
-            tracing::warn!(
-                app = app.metadata.name.as_deref().unwrap_or_default(),
-                reason = notice.reason,
                 error = %kube_error(&error),
                 "could not publish an event"
             );

@@ -11,7 +11,6 @@ use jiff::Timestamp;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
@@ -24,6 +23,7 @@ use spark_operator_runtime::error_chain::{ErrorChain, kube_error};
 
 use super::decide::{Decision, Happened, Observed, Precision, Run, RunState, decide};
 use crate::app::context::NamespaceFilter;
+use crate::app::events::Events;
 use crate::metrics::Metrics;
 
 /// A reconcile that failed; retried after [`RETRY`].
@@ -44,7 +44,7 @@ const RETRY: Duration = Duration::from_secs(5);
 /// What every reconcile shares.
 pub struct Ctx {
     pub client: kube::Client,
-    pub recorder: Recorder,
+    pub events: Events,
     pub precision: Precision,
     pub namespaces: NamespaceFilter,
     pub metrics: Arc<Metrics>,
@@ -58,16 +58,9 @@ impl Ctx {
         precision: Precision,
         metrics: Arc<Metrics>,
     ) -> Self {
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: reporter.to_owned(),
-                instance: Some(identity.to_owned()),
-            },
-        );
         Self {
+            events: Events::new(client.clone(), reporter, identity),
             client,
-            recorder,
             precision,
             namespaces: NamespaceFilter::Watched,
             metrics,
@@ -147,16 +140,9 @@ async fn mark_unreadable(
             reason: kube_error(&e),
         })?;
     ctx.metrics.scheduled_failed_validations.inc();
-    let event = Event {
-        type_: EventType::Warning,
-        reason: "ScheduleFailedValidation".to_owned(),
-        note: Some(crate::app::observe::truncate_utf8(&reason, 1000)),
-        action: "Schedule".to_owned(),
-        secondary: None,
-    };
-    if let Err(error) = ctx.recorder.publish(&event, reference).await {
-        tracing::warn!(error = %kube_error(&error), "could not publish an event");
-    }
+    ctx.events
+        .publish(reference, true, "ScheduleFailedValidation", &reason, "Schedule")
+        .await;
     Ok(())
 }
 
@@ -318,43 +304,31 @@ fn count(metrics: &Metrics, happened: &Happened) {
 }
 
 async fn publish(ctx: &Ctx, schedule: &ScheduledSparkApplication, happened: &Happened) {
-    let (type_, reason, note) = match happened {
-        Happened::FailedValidation(reason) => (EventType::Warning, "ScheduleFailedValidation", reason.clone()),
+    let (warning, reason, note) = match happened {
+        Happened::FailedValidation(reason) => (true, "ScheduleFailedValidation", reason.clone()),
         Happened::Scheduled => (
-            EventType::Normal,
+            false,
             "Scheduled",
             format!("schedule {:?} accepted", schedule.spec.schedule),
         ),
-        Happened::RunStarted(run) => (EventType::Normal, "RunStarted", format!("started the run {run}")),
+        Happened::RunStarted(run) => (false, "RunStarted", format!("started the run {run}")),
         Happened::RunSkipped { active } => (
-            EventType::Normal,
+            false,
             "RunSkipped",
             format!("concurrencyPolicy Forbid: the run {active} is still active"),
         ),
         Happened::RunReplaced { replaced } => (
-            EventType::Normal,
+            false,
             "RunReplaced",
             format!("concurrencyPolicy Replace: deleted the unfinished run {replaced}"),
         ),
         Happened::RunsPruned(runs) => (
-            EventType::Normal,
+            false,
             "RunsPruned",
             format!("deleted runs beyond the history limits: {}", runs.join(", ")),
         ),
     };
-    let event = Event {
-        type_,
-        reason: reason.to_owned(),
-        note: Some(note),
-        action: "Schedule".to_owned(),
-        secondary: None,
-    };
-    if let Err(error) = ctx.recorder.publish(&event, &schedule.object_ref(&())).await {
-        tracing::warn!(
-            schedule = schedule.name_any(),
-            reason,
-            error = %kube_error(&error),
-            "could not publish an event"
-        );
-    }
+    ctx.events
+        .publish(&schedule.object_ref(&()), warning, reason, &note, "Schedule")
+        .await;
 }
