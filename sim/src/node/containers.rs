@@ -77,6 +77,14 @@ impl Worker {
     }
 
     /// Sets a waiting state and records a warning the first time it is seen.
+    /// The container cannot be created: waiting with `reason`, a `Failed` Event, retried after the
+    /// crash-loop back-off from `now`.
+    async fn fail_create(&mut self, i: usize, reason: &str, message: String, now: Instant) {
+        let event = format!("Error: {message}");
+        self.wait_with(i, reason, message, Some(("Failed", event))).await;
+        self.ctrs[i].wake = Some(now + self.ctx.config.crash_loop_backoff);
+    }
+
     async fn wait_with(&mut self, i: usize, reason: &str, message: String, event: Option<(&str, String)>) {
         let c = &mut self.ctrs[i];
         let state = CState::waiting(reason, Some(message.clone()));
@@ -251,14 +259,7 @@ impl Worker {
             match super::local_images::image_dir(&entrypoint) {
                 Ok(image) => Some(image),
                 Err(msg) => {
-                    self.wait_with(
-                        i,
-                        "CreateContainerError",
-                        msg.clone(),
-                        Some(("Failed", format!("Error: {msg}"))),
-                    )
-                    .await;
-                    self.ctrs[i].wake = Some(now + self.ctx.config.crash_loop_backoff);
+                    self.fail_create(i, "CreateContainerError", msg, now).await;
                     return;
                 }
             }
@@ -282,9 +283,7 @@ impl Worker {
             }
             Err(e) => {
                 let msg = ErrorChain(&e).to_string();
-                self.wait_with(i, e.reason(), msg.clone(), Some(("Failed", format!("Error: {msg}"))))
-                    .await;
-                self.ctrs[i].wake = Some(now + self.ctx.config.crash_loop_backoff);
+                self.fail_create(i, e.reason(), msg, now).await;
                 return;
             }
         };
@@ -313,14 +312,7 @@ impl Worker {
         }
         if argv.is_empty() {
             let msg = "failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: no command specified: unknown".to_string();
-            self.wait_with(
-                i,
-                "CreateContainerError",
-                msg.clone(),
-                Some(("Failed", format!("Error: {msg}"))),
-            )
-            .await;
-            self.ctrs[i].wake = Some(now + self.ctx.config.crash_loop_backoff);
+            self.fail_create(i, "CreateContainerError", msg, now).await;
             return;
         }
         let layer = image.as_ref().map(|image| image.rootfs.clone());
@@ -335,14 +327,7 @@ impl Worker {
             });
         if let Err(e) = checked {
             let msg = e.to_string();
-            self.wait_with(
-                i,
-                "CreateContainerError",
-                msg.clone(),
-                Some(("Failed", format!("Error: {msg}"))),
-            )
-            .await;
-            self.ctrs[i].wake = Some(now + self.ctx.config.crash_loop_backoff);
+            self.fail_create(i, "CreateContainerError", msg, now).await;
             return;
         }
         self.ctrs[i].reported = None;
@@ -467,14 +452,7 @@ impl Worker {
                     Ok(p) => Some(p),
                     Err(e) => {
                         let msg = e.to_string();
-                        self.wait_with(
-                            i,
-                            "CreateContainerError",
-                            msg.clone(),
-                            Some(("Failed", format!("Error: {msg}"))),
-                        )
-                        .await;
-                        self.ctrs[i].wake = Some(Instant::now() + self.ctx.config.crash_loop_backoff);
+                        self.fail_create(i, "CreateContainerError", msg, Instant::now()).await;
                         return;
                     }
                 }
