@@ -64,6 +64,27 @@ fn terminal(pod: &Value) -> bool {
     )
 }
 
+/// Writes `PodScheduled=False` with `reason` and `message`, as a scheduler marks a pod it cannot place
+/// yet; false (logged) when the write failed.
+async fn set_not_scheduled(store: &Store, pod: &Value, reason: &str, message: &str, manager: &str) -> bool {
+    let cond = json!({
+        "type": "PodScheduled",
+        "status": "False",
+        "lastProbeTime": null,
+        "lastTransitionTime": meta::now_rfc3339(),
+        "reason": reason,
+        "message": message,
+    });
+    let (ns, name, uid) = (meta::namespace(pod), meta::name(pod), meta::uid(pod));
+    match super::pod_status::set_condition(store, ns, name, uid, cond, manager).await {
+        Ok(_) => true,
+        Err(e) => {
+            tracing::warn!(pod = %format!("{ns}/{name}"), error = %e, "marking a pod unschedulable");
+            false
+        }
+    }
+}
+
 /// Runs the scheduler until the cluster stops.
 pub(crate) async fn run(
     store: Store,
@@ -313,17 +334,7 @@ impl Scheduler {
         if unchanged {
             return;
         }
-        let cond = json!({
-            "type": "PodScheduled",
-            "status": "False",
-            "lastProbeTime": null,
-            "lastTransitionTime": meta::now_rfc3339(),
-            "reason": "Unschedulable",
-            "message": message,
-        });
-        if let Err(e) = super::pod_status::set_condition(&self.store, &ns, &name, &uid, cond, "kube-scheduler").await {
-            tracing::warn!(pod = %format!("{ns}/{name}"), error = %e, "marking a pod unschedulable");
-        }
+        set_not_scheduled(&self.store, pod, "Unschedulable", &message, "kube-scheduler").await;
         self.recorder_for(pod)
             .record(pod, "Pod", None, "Warning", "FailedScheduling", &message)
             .await;

@@ -744,17 +744,7 @@ async fn mark(s: &Scheduler, pod: &Value, reason: &str, message: &str) {
     if current.is_some_and(|c| c["status"] == "False" && c["reason"] == reason && c["message"] == message) {
         return;
     }
-    let cond = json!({
-        "type": "PodScheduled",
-        "status": "False",
-        "lastProbeTime": null,
-        "lastTransitionTime": meta::now_rfc3339(),
-        "reason": reason,
-        "message": message,
-    });
-    let (ns, name, uid) = (meta::namespace(pod), meta::name(pod), meta::uid(pod));
-    if let Err(e) = crate::node::pod_status::set_condition(&s.store, ns, name, uid, cond, MANAGER).await {
-        tracing::warn!(pod = %format!("{ns}/{name}"), error = %e, "marking a pod unschedulable");
+    if !super::set_not_scheduled(&s.store, pod, reason, message, MANAGER).await {
         return;
     }
     s.volcano_recorder
