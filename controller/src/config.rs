@@ -222,6 +222,14 @@ fn parse_ingress_annotations(value: &str) -> Result<IngressAnnotationsFlag, Stri
     })
 }
 
+/// A comma-separated list flag's entries, trimmed, without empty ones (`--x=` or `--x=a,,b`).
+fn names(list: &[String]) -> Vec<String> {
+    list.iter()
+        .map(|n| n.trim().to_owned())
+        .filter(|n| !n.is_empty())
+        .collect()
+}
+
 fn parse_budget(value: &str) -> Result<usize, String> {
     let bytes: usize = value
         .trim()
@@ -281,12 +289,7 @@ impl ControllerArgs {
     pub fn batch_settings(&self) -> crate::batch::BatchSettings {
         crate::batch::BatchSettings {
             enabled: self.enable_batch_scheduler,
-            kube_scheduler_names: self
-                .kube_scheduler_names
-                .iter()
-                .map(|n| n.trim().to_owned())
-                .filter(|n| !n.is_empty())
-                .collect(),
+            kube_scheduler_names: names(&self.kube_scheduler_names),
             default: self
                 .default_batch_scheduler
                 .as_deref()
@@ -297,12 +300,7 @@ impl ControllerArgs {
     }
 
     pub fn namespace_scope(&self) -> NamespaceScope {
-        let list: Vec<String> = self
-            .namespaces
-            .iter()
-            .map(|n| n.trim().to_owned())
-            .filter(|n| !n.is_empty())
-            .collect();
+        let list = names(&self.namespaces);
         match (&self.namespace_selector, list.is_empty()) {
             (Some(selector), true) if !selector.trim().is_empty() => NamespaceScope::Selector(selector.clone()),
             (_, false) => NamespaceScope::List(list),
