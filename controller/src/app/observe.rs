@@ -74,7 +74,11 @@ pub fn waits_for_capacity(message: &str) -> bool {
         return false;
     };
     let resource = |reason: &str| reason.starts_with("Insufficient ") || reason == "Too many pods";
-    let other_nodes: u64 = counts.iter().filter(|(_, r)| !resource(r)).map(|(n, _)| n).sum();
+    // Saturating: the message is a scheduler's (outside) text; absurd counts must not overflow.
+    let other_nodes = counts
+        .iter()
+        .filter(|(_, r)| !resource(r))
+        .fold(0u64, |sum, (n, _)| sum.saturating_add(*n));
     nodes > 0 && counts.iter().any(|(_, r)| resource(r)) && other_nodes < nodes
 }
 
@@ -523,6 +527,12 @@ mod tests {
                 false,
             ),
             ("", false),
+            // Garbage and absurd counts: no panic, not read as room.
+            (
+                "0/3 nodes are available: 18446744073709551615 node(s) had untolerated taint {a: b}, 18446744073709551615 node(s) were unschedulable.",
+                false,
+            ),
+            ("0/x nodes are available: 3 Insufficient cpu.", false),
         ] {
             assert_eq!(waits_for_capacity(message), waits, "{message}");
         }

@@ -136,8 +136,9 @@ fn pod_requests(pod: &Pod) -> (u64, u64) {
         .filter_map(|c| c.resources.as_ref()?.requests.as_ref())
         .fold((0, 0), |(millis, mib), requests| {
             (
-                millis + (quantity(requests, "cpu") * 1000.0).ceil() as u64,
-                mib + (quantity(requests, "memory") / (1024.0 * 1024.0)).ceil() as u64,
+                // Saturating: a sidecar's request comes from the spec and may be absurd.
+                millis.saturating_add((quantity(requests, "cpu") * 1000.0).ceil() as u64),
+                mib.saturating_add((quantity(requests, "memory") / (1024.0 * 1024.0)).ceil() as u64),
             )
         })
 }
