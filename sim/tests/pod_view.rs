@@ -120,6 +120,8 @@ async fn pod_tokens_authenticate_as_their_service_account_until_invalid() {
         .expect("the create is audited");
     assert_eq!(create.username, "system:serviceaccount:default:runner");
     assert_eq!(create.code, 201);
+    // The object's name, as kube-apiserver completes a create's objectRef from the request's object.
+    assert_eq!(create.name.as_deref(), Some("written-by-a-pod"));
     // Tampered: claims changed without the key, or a signature bit flipped.
     let parts: Vec<&str> = token.split('.').collect();
     let mut claims: serde_json::Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(parts[1]).unwrap()).unwrap();

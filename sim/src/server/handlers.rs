@@ -92,8 +92,18 @@ pub(crate) async fn handle(
         }
         _ => None,
     };
-    let response = handle_request(state.clone(), req, client_cert).await;
-    if let Some((verb, p)) = path {
+    let mut response = handle_request(state.clone(), req, client_cert).await;
+    if let Some((verb, mut p)) = path {
+        // kube-apiserver completes a create's objectRef with the object's name (`LogRequestObject`, at
+        // the Metadata level too); the stored object (a created one's answer) has it, generateName's too.
+        if verb == "create" && p.name.is_none() && response.status().is_success() {
+            let (parts, body) = response.into_parts();
+            let bytes = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+            p.name = serde_json::from_slice::<Value>(&bytes)
+                .ok()
+                .and_then(|o| o.pointer("/metadata/name")?.as_str().map(str::to_owned));
+            response = Response::from_parts(parts, http_body_util::Full::new(bytes).boxed_unsync());
+        }
         state.audit.record(crate::audit::AuditEvent {
             received,
             answered: jiff::Timestamp::now(),
