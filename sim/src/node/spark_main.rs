@@ -1,6 +1,11 @@
 //! What the driver's `spark-submit --deploy-mode client` (the image's entrypoint runs it) does
 //! before the application starts, for an official image whose content the listing knows (see
-//! `spark_image.rs`): it puts the application jar and `spark.jars` on the classpath, skipping
+//! `spark_image.rs`). In a driver pod (`spark.kubernetes.submitInDriver=true`) of Spark 3.4 and
+//! later it first copies `spark.files`, `spark.jars`, `spark.archives` and `spark.submit.pyFiles`
+//! into the working directory (`SparkSubmit.prepareSubmitEnvironment`,
+//! `downloadResourcesToCurrentDirectory`, SPARK-33782: "Files X from Y to Z"), and a `local://`
+//! one that is not there ends it with an uncaught `java.nio.file.NoSuchFileException`, exit 1, as
+//! real Spark 4.3 and 3.5 do in the simulated cluster (`tests/real_spark.rs`). Then it puts the application jar and `spark.jars` on the classpath, skipping
 //! `local://` jars the image does not have (`DependencyUtils.addJarToClasspath`: "Local jar
 //! ... does not exist, skipping."), then loads the main class (`SparkSubmit.runMain`: "Error:
 //! Failed to load class X." on stderr, exit 101, `SparkExitCode.CLASS_NOT_FOUND`); a Python application is run by
@@ -106,6 +111,47 @@ fn env<'a>(container: &'a Value, name: &str) -> Option<&'a str> {
         .and_then(|e| e["value"].as_str())
 }
 
+/// The exit code of a JVM whose main thread ended in an uncaught exception.
+pub(crate) const EXIT_UNCAUGHT_EXCEPTION: i32 = 1;
+/// The working directory of the image's driver (its `WorkingDir`), where the resources are copied.
+const WORK_DIR: &str = "/opt/spark/work-dir";
+
+/// `downloadResourcesToCurrentDirectory` in a driver pod: each `local://` file, jar, archive and
+/// Python file is copied into the working directory, in that order; the first one the image does not
+/// have ends spark-submit (the copy's exception). True when it ended.
+fn copy_to_work_dir(image: &SparkImage, container: &Value, conf: &SparkConf, out: &mut Launch) -> bool {
+    // Every line the listing has (3.5 and later) copies; Spark 3.4 was the first.
+    if conf.get("spark.kubernetes.submitInDriver") != Some("true") {
+        return false;
+    }
+    let keys = ["spark.files", "spark.jars", "spark.archives", "spark.submit.pyFiles"];
+    let uris = keys
+        .iter()
+        .filter_map(|k| conf.get(k))
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|u| !u.is_empty());
+    for uri in uris {
+        // Other schemes are downloaded first (not judged), `#name` renames the copy.
+        let (uri, fragment) = uri.split_once('#').map_or((uri, None), |(u, f)| (u, Some(f)));
+        let Some(path) = local_path(uri) else {
+            continue;
+        };
+        let name = fragment.unwrap_or_else(|| path.rsplit('/').next().unwrap_or(path));
+        out.log.push(format!("Files {uri} from {path} to {WORK_DIR}/{name}"));
+        if in_image(image, container, path) == Some(false) {
+            out.log.push(format!(
+                "Exception in thread \"main\" java.nio.file.NoSuchFileException: {path}"
+            ));
+            out.log
+                .push("\tat org.apache.spark.deploy.SparkSubmit.prepareSubmitEnvironment(SparkSubmit.scala)".into());
+            out.exit = Some(EXIT_UNCAUGHT_EXCEPTION);
+            return true;
+        }
+    }
+    false
+}
+
 /// Runs spark-submit's part for `container` of an official `image` with `conf`.
 pub(crate) fn launch(image: &SparkImage, container: &Value, conf: &SparkConf) -> Launch {
     let args = parse_args(container);
@@ -113,6 +159,9 @@ pub(crate) fn launch(image: &SparkImage, container: &Value, conf: &SparkConf) ->
     let Some(primary) = args.primary else {
         return out;
     };
+    if copy_to_work_dir(image, container, conf, &mut out) {
+        return out;
+    }
     // `SparkSubmit.isPython`; R applications are not judged.
     if primary.ends_with(".py") {
         if let Some(path) = local_path(&primary)
@@ -241,6 +290,36 @@ mod tests {
                 "Error: Failed to load class non-existent.",
             ]
         );
+    }
+
+    #[test]
+    fn in_a_driver_pod_a_missing_local_resource_ends_spark_submit_before_the_class_is_loaded() {
+        // Kubeflow's failing application, as its driver pod runs it (Spark 3.4 and later copy the
+        // resources into the working directory first).
+        let img = official("apache/spark:4.0.4").unwrap();
+        let c = conf(&[
+            ("spark.kubernetes.submitInDriver", "true"),
+            (
+                "spark.files",
+                "local:///opt/spark/examples/src/main/python/pi.py#renamed.py",
+            ),
+            ("spark.jars", "local:///non-existent.jar,local:///also-missing.jar"),
+        ]);
+        let l = launch(&img, &driver("non-existent", "local:///non-existent.jar"), &c);
+        assert_eq!(l.exit, Some(1));
+        assert_eq!(
+            l.log[..3],
+            [
+                "Files local:///opt/spark/examples/src/main/python/pi.py from /opt/spark/examples/src/main/python/pi.py to /opt/spark/work-dir/renamed.py",
+                "Files local:///non-existent.jar from /non-existent.jar to /opt/spark/work-dir/non-existent.jar",
+                "Exception in thread \"main\" java.nio.file.NoSuchFileException: /non-existent.jar",
+            ]
+        );
+        // Present: copied, then the class is looked for.
+        let c = conf(&[("spark.kubernetes.submitInDriver", "true"), ("spark.jars", EXAMPLES)]);
+        let l = launch(&img, &driver("org.apache.spark.examples.SparkPI", EXAMPLES), &c);
+        assert_eq!(l.exit, Some(101), "{:?}", l.log);
+        assert!(l.log[0].starts_with("Files local:///opt/spark/examples/jars/spark-examples.jar from "));
     }
 
     #[test]

@@ -207,8 +207,9 @@ async fn every_kubeflow_example_reaches_a_terminal_state() {
 }
 
 /// Kubeflow's own e2e example of an application that must fail (a main class and a jar the image does not
-/// have, `onFailureRetries: 3`): every attempt fails as Spark fails (exit 101), and it ends FAILED after
-/// four, with the driver's exit code and reason in status.
+/// have, `onFailureRetries: 3`): every attempt fails as Spark fails it in a driver pod (copying the missing
+/// jar into the working directory throws: exit 1, as real Spark 4.3 and 3.5 do in `tests/real_spark.rs`),
+/// and it ends FAILED after four, with the driver's exit code and reason in status.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubeflows_failing_example_fails_every_attempt_as_spark_does() {
     let cluster = Cluster::start(ClusterOptions::default()).await;
@@ -227,12 +228,15 @@ async fn kubeflows_failing_example_fails_every_attempt_as_spark_does() {
     let driver = status.driver_termination.clone().expect("the driver's end");
     assert_eq!(
         driver.exit_code,
-        Some(101),
-        "spark-submit's exit code for a class it cannot load"
+        Some(1),
+        "spark-submit's exit code for the copy's uncaught exception"
     );
     assert_eq!(driver.reason.as_deref(), Some("Error"));
     assert!(
-        status.application_state.error_message.contains("code 101"),
+        status
+            .application_state
+            .error_message
+            .contains("exited with code 1 (Error)"),
         "{}",
         status.application_state.error_message
     );
