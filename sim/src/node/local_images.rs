@@ -2,7 +2,9 @@
 //! image's entrypoint. Pods whose image is mapped run a real process (`sandbox.rs`); other pods
 //! keep the scripted runtime. References are matched as docker normalizes them: `apache/spark`
 //! is `docker.io/apache/spark`, `spark` is `docker.io/library/spark`; an entry with a tag (or
-//! digest) matches only that tag and beats an entry without one, which matches every tag.
+//! digest) matches only that tag and beats an entry without one, which matches every tag. A tag ending
+//! in `*` (`apache/spark:3.5.*`, never a real tag: `*` is not allowed in one) matches every tag it is a
+//! prefix of, between the two (the longest pattern first).
 //!
 //! A PATH that is a directory is an image of its own (`image_dir`): `rootfs/`, a layer laid over
 //! the host's root, and `config.json`, the OCI image configuration's `Entrypoint`, `Cmd`, `Env`
@@ -76,6 +78,8 @@ pub(crate) fn lookup<'a>(images: &'a [LocalImage], image: &str) -> Option<&'a Pa
     // A reference without a tag is `:latest`, as the runtime pulls it.
     let tag = tag.unwrap_or_else(|| ":latest".to_string());
     let mut untagged = None;
+    // The longest matching `tag*` pattern.
+    let mut pattern: Option<(usize, &Path)> = None;
     for entry in images {
         let (e_repo, e_tag) = split_reference(&entry.image);
         if e_repo != repo {
@@ -83,13 +87,20 @@ pub(crate) fn lookup<'a>(images: &'a [LocalImage], image: &str) -> Option<&'a Pa
         }
         match e_tag {
             Some(t) if t == tag => return Some(&entry.path),
-            Some(_) => {}
+            Some(t) => {
+                if let Some(prefix) = t.strip_suffix('*')
+                    && tag.starts_with(prefix)
+                    && pattern.is_none_or(|(len, _)| prefix.len() > len)
+                {
+                    pattern = Some((prefix.len(), entry.path.as_path()));
+                }
+            }
             None => {
                 untagged.get_or_insert(entry.path.as_path());
             }
         }
     }
-    untagged
+    pattern.map(|(_, path)| path).or(untagged)
 }
 
 /// A directory local image: a root filesystem layer and the image's configuration.
@@ -166,6 +177,17 @@ mod tests {
         assert_eq!(l("localhost:5000/x:1").as_deref(), Some("/registry"));
         assert_eq!(l("other/spark:4.0.4"), None);
         assert_eq!(l("sparky"), None);
+        let patterns = vec![
+            LocalImage::new("apache/spark", "/any"),
+            LocalImage::new("apache/spark:3.*", "/three"),
+            LocalImage::new("apache/spark:3.5.*", "/three-five"),
+            LocalImage::new("apache/spark:3.5.3", "/exact"),
+        ];
+        let p = |i: &str| lookup(&patterns, i).map(|p| p.display().to_string());
+        assert_eq!(p("apache/spark:3.5.3").as_deref(), Some("/exact"));
+        assert_eq!(p("apache/spark:3.5.8-python3").as_deref(), Some("/three-five"));
+        assert_eq!(p("apache/spark:3.4.1").as_deref(), Some("/three"));
+        assert_eq!(p("apache/spark:4.0.4").as_deref(), Some("/any"));
         let tagged_only = vec![LocalImage::new("busybox:1.36", "/b")];
         assert_eq!(lookup(&tagged_only, "busybox"), None);
         assert_eq!(

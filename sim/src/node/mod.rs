@@ -40,6 +40,7 @@ mod pod_worker;
 mod probes;
 mod process;
 pub mod quantity;
+pub mod real_spark;
 mod refs;
 mod registration;
 pub mod runtime;
