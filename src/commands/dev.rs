@@ -10,6 +10,7 @@ use anyhow::Context as _;
 use clap::Parser;
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use kube::api::{Api, Patch, PatchParams};
+use kube_sim::node::real_spark::{self, SparkDistribution, SparkHome};
 use kube_sim::node::{LocalImage, PodGc, Volcano};
 use spark_operator_agent::AgentArgs;
 use spark_operator_controller::{ControllerArgs, ReceiverArgs};
@@ -65,6 +66,18 @@ pub struct DevArgs {
     /// (no Volcano: its pods stay Pending).
     #[arg(long, default_value = "gang")]
     pub volcano: Volcano,
+
+    /// Run Spark's own driver and executors: the `apache/spark` and `spark` images of each Spark version
+    /// line in --spark-home are built from its distribution (needs root for process pods, and a JDK 17).
+    #[arg(long)]
+    pub real_spark: bool,
+
+    /// LINE=DIR with --real-spark: the Spark distribution (an unpacked pyspark source package's `deps`
+    /// directory) behind every image tag of a version line, e.g. 4=DIR backs apache/spark:4.0.4 and
+    /// spark:4.1.0-python3 (repeatable; the environment variable takes a comma-separated list). Default:
+    /// the releases sim/images/real-spark/get-spark.sh caches, 4.3.0 for 4 and 3.5.3 for 3.5, those present.
+    #[arg(long = "spark-home", value_delimiter = ',', requires = "real_spark")]
+    pub spark_home: Vec<SparkHome>,
 
     /// Address of /metrics, /healthz and /readyz of every component dev runs; `off` to serve nothing.
     #[arg(long, default_value = "127.0.0.1:8080", value_parser = parse_listen)]
@@ -197,14 +210,59 @@ async fn register_webhook(client: &kube::Client, port: u16) -> anyhow::Result<()
     Ok(())
 }
 
+/// The Spark images `--real-spark` builds under `<data-dir>/images`, as local images, with a line per
+/// version line saying which release backs it.
+fn real_spark_images(args: &DevArgs) -> anyhow::Result<(Vec<LocalImage>, String)> {
+    kube_sim::node::sandbox::supported().map_err(|reason| {
+        anyhow::anyhow!("--real-spark runs Spark as process pods, which cannot run here: {reason}")
+    })?;
+    let homes = if args.spark_home.is_empty() {
+        let cached: Vec<SparkHome> = real_spark::cached_homes()
+            .into_iter()
+            .filter(|h| h.dir.join("bin/spark-submit").is_file())
+            .collect();
+        anyhow::ensure!(
+            !cached.is_empty(),
+            "--real-spark needs a Spark distribution: run sim/images/real-spark/get-spark.sh 4.3.0 (or 3.5.3), \
+             or name one with --spark-home 4=DIR"
+        );
+        cached
+    } else {
+        args.spark_home.clone()
+    };
+    let mut images = Vec::new();
+    let mut said = String::new();
+    for home in homes {
+        let dist = SparkDistribution::open(&home.dir).with_context(|| format!("--spark-home {}", home.line))?;
+        let dir = args.data_dir.join("images").join(format!("spark-{}", dist.version));
+        real_spark::build_image(&dist, &dir).with_context(|| format!("building the Spark {} image", dist.version))?;
+        said.push_str(&format!(
+            "  apache/spark:{line}.* and spark:{line}.* run Spark {version} ({home})\n",
+            line = home.line,
+            version = dist.version,
+            home = dist.home.display(),
+        ));
+        images.extend(real_spark::local_images(&home.line, &dir));
+    }
+    Ok((images, said))
+}
+
 /// Runs the dev cluster until Ctrl-C or SIGTERM.
 pub async fn dev(args: DevArgs, out: &mut impl Write) -> anyhow::Result<()> {
+    let mut local_images = args.local_image.clone();
+    let mut real_spark = String::new();
+    if args.real_spark {
+        let (images, said) = real_spark_images(&args)?;
+        // Images named with --local-image come first: an exact tag there beats the lines' patterns anyway.
+        local_images.extend(images);
+        real_spark = format!("\nReal Spark, as process pods:\n{said}");
+    }
     let options = ClusterOptions {
         nodes: args.nodes,
         pod_gc: args.pod_gc,
         port: args.port,
         kubeconfig: args.kubeconfig.clone(),
-        local_images: args.local_image.clone(),
+        local_images,
         authorization: args.authorization_mode,
         volcano: args.volcano,
         ..ClusterOptions::default()
@@ -240,6 +298,7 @@ pub async fn dev(args: DevArgs, out: &mut impl Write) -> anyhow::Result<()> {
          \x20 kubectl config use-context kube-sim-token   # spark-operator logs needs a user with a token\n\
          \x20 spark-operator logs spark-pi                # kept by the node agents, after the pods are gone\n\
          {metrics}\
+         {real_spark}\
          \n\
          Ctrl-C stops everything.",
         nodes = args.nodes,
