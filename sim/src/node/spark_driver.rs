@@ -171,13 +171,14 @@ pub(crate) async fn run(ctx: ProcessCtx, mut signals: watch::Receiver<Signal>) -
     let Some(shared) = ctx.shared() else {
         return Exit::code(1);
     };
-    let conf = match read_conf(&ctx, &shared) {
+    let mut conf = match read_conf(&ctx, &shared) {
         Ok(c) => c,
         Err(msg) => {
             ctx.err(&format!("Exception in thread \"main\" {msg}"));
             return Exit::code(1);
         }
     };
+
     // spark-submit loads the application before anything else of Spark runs.
     if let Some(image) = ctx
         .container
@@ -245,6 +246,14 @@ pub(crate) async fn run(ctx: ProcessCtx, mut signals: watch::Receiver<Signal>) -
         ));
         return Exit::code(1);
     };
+    // What the image's entrypoint adds to spark-submit's command line, the pod's IP as
+    // SPARK_DRIVER_BIND_ADDRESS: `--conf spark.driver.bindAddress=...` and
+    // `--conf spark.executorEnv.SPARK_DRIVER_POD_IP=...` (the official images' entrypoint.sh).
+    if let Some(ip) = driver_pod.pointer("/status/podIP").and_then(Value::as_str) {
+        for key in ["spark.driver.bindAddress", "spark.executorEnv.SPARK_DRIVER_POD_IP"] {
+            conf.0.insert(key.to_owned(), ip.to_owned());
+        }
+    }
     let app_id = conf
         .get("spark.app.id")
         .map(str::to_string)

@@ -187,11 +187,18 @@ pub fn executor_pod(input: &ExecutorInput<'_>) -> Result<Value, String> {
     let (mem, overhead) = memory(conf)?;
     let cores = conf.get_or("spark.executor.cores", "1");
     let cpu_request = conf.get("spark.kubernetes.executor.request.cores").unwrap_or(cores);
-    let driver_host = conf.get_or("spark.driver.host", "");
+    let spark_version = super::hub::label(input.driver_pod, "spark-version").unwrap_or(SPARK_VERSION);
+    // Spark 4.1 added `spark.kubernetes.executor.useDriverPodIP` (default true, read from 4.3's jar):
+    // executors reach the driver at its bind address (the pod's IP) instead of its Service.
+    let pod_ip = at_least(spark_version, 4, 1) && conf.bool_or("spark.kubernetes.executor.useDriverPodIP", true);
+    let driver_host = if pod_ip {
+        conf.get_or("spark.driver.bindAddress", "")
+    } else {
+        conf.get_or("spark.driver.host", "")
+    };
     let driver_port = conf.get_or("spark.driver.port", DEFAULT_DRIVER_PORT);
     let block_port = conf.get_or("spark.blockManager.port", DEFAULT_BLOCKMANAGER_PORT);
     let app_name = conf.get_or("spark.app.name", "spark");
-    let spark_version = super::hub::label(input.driver_pod, "spark-version").unwrap_or(SPARK_VERSION);
 
     let mut labels = serde_json::Map::new();
     for (k, v) in conf.with_prefix("spark.kubernetes.executor.label.") {
@@ -331,8 +338,9 @@ pub fn executor_pod(input: &ExecutorInput<'_>) -> Result<Value, String> {
     if !pull_secrets.is_empty() {
         arr(&mut spec, "imagePullSecrets").extend(pull_secrets);
     }
+    // Spark gives the volume the conf files' items; fabric8 leaves an empty list out, as with no files.
     arr(&mut spec, "volumes")
-        .push(json!({ "name": "spark-conf-volume-exec", "configMap": { "name": input.config_map, "items": [] } }));
+        .push(json!({ "name": "spark-conf-volume-exec", "configMap": { "name": input.config_map } }));
     if let Some(s) = conf
         .get("spark.kubernetes.executor.scheduler.name")
         .or_else(|| conf.get("spark.kubernetes.scheduler.name"))
@@ -437,6 +445,7 @@ mod tests {
                 "spark:4.0.0".to_string(),
             ),
             ("spark.driver.host".to_string(), "svc.default.svc".to_string()),
+            ("spark.driver.bindAddress".to_string(), "10.0.0.7".to_string()),
             (
                 "spark.kubernetes.executor.label.team".to_string(),
                 "a-{{EXECUTOR_ID}}".to_string(),
@@ -469,9 +478,40 @@ mod tests {
             env.iter()
                 .any(|e| e["name"] == "SPARK_EXECUTOR_ID" && e["value"] == "2")
         );
-        assert!(
-            env.iter().any(|e| e["name"] == "SPARK_DRIVER_URL"
-                && e["value"] == "spark://CoarseGrainedScheduler@svc.default.svc:7078")
+        // Spark 4.1+: the driver pod's IP (useDriverPodIP); before, or with it off: the Service.
+        let driver_url = |conf: &SparkConf, version: &str| {
+            let driver = json!({ "metadata": { "name": "d", "uid": "u", "labels": { "spark-version": version } } });
+            let pod = executor_pod(&ExecutorInput {
+                conf,
+                app_id: "spark-1",
+                exec_id: 2,
+                driver_pod: &driver,
+                name_prefix: "spark-pi-abc",
+                config_map: "spark-exec-x-conf-map",
+                spark_user: "root",
+                template: None,
+            })
+            .unwrap();
+            let env = pod["spec"]["containers"][0]["env"].as_array().unwrap().clone();
+            env.into_iter()
+                .find(|e| e["name"] == "SPARK_DRIVER_URL")
+                .map(|e| e["value"].clone())
+                .unwrap()
+        };
+        assert_eq!(
+            driver_url(&conf, "4.3.0"),
+            "spark://CoarseGrainedScheduler@10.0.0.7:7078"
+        );
+        assert_eq!(
+            driver_url(&conf, "4.0.4"),
+            "spark://CoarseGrainedScheduler@svc.default.svc:7078"
+        );
+        let mut off = conf.clone();
+        off.0
+            .insert("spark.kubernetes.executor.useDriverPodIP".into(), "false".into());
+        assert_eq!(
+            driver_url(&off, "4.3.0"),
+            "spark://CoarseGrainedScheduler@svc.default.svc:7078"
         );
         let no_image = SparkConf::default();
         let err = executor_pod(&ExecutorInput {
