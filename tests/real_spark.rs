@@ -17,6 +17,8 @@
 //!   agents, retried per `onFailureRetries`, then FAILED; the fake driver's imitation ends the same way.
 //! - Dynamic allocation (Kubeflow's `spark-pi-dynamic-allocation.yaml` running our `SparkPiInWaves`):
 //!   Spark adds executors for a backlog and removes idle ones; the status counts every executor once.
+//! - With no webhook, an executor real Spark builds from the operator's executor pod template is the one
+//!   the fake driver builds, key for key (`docs/executor-template.md`).
 //!
 //! Opt-in (needs root, Java 17, the distributions, ~2 GB of memory and a few CPU minutes):
 //!
@@ -116,7 +118,7 @@ struct RealSpark {
     cluster: Cluster,
     _operator: spark_operator_e2e::agents::Operator,
     _agents: Vec<spark_operator_e2e::agents::Agent>,
-    _webhook: spark_operator_e2e::Webhook,
+    _webhook: Option<spark_operator_e2e::Webhook>,
     /// A kubeconfig whose token user may read logs (`spark-operator logs` needs a token).
     reader: PathBuf,
     _images: tempfile::TempDir,
@@ -127,6 +129,11 @@ struct RealSpark {
 
 impl RealSpark {
     async fn start(lines: &[Line], pod_gc: PodGc) -> RealSpark {
+        Self::start_with(lines, pod_gc, true).await
+    }
+
+    /// As [`RealSpark::start`], with the webhook or without it.
+    async fn start_with(lines: &[Line], pod_gc: PodGc, webhook: bool) -> RealSpark {
         let lock = std::fs::File::create(std::env::temp_dir().join("kube-sim-process-pods.lock")).unwrap();
         lock.lock().unwrap();
         let mut local_images = Vec::new();
@@ -153,7 +160,7 @@ impl RealSpark {
             ..ClusterOptions::default()
         })
         .await;
-        let webhook = cluster.webhook().await;
+        let webhook = if webhook { Some(cluster.webhook().await) } else { None };
         let operator = cluster.operator(cluster.args(&[])).await;
         let agents = cluster.agents(&operator).await;
         let dir = tempfile::tempdir().unwrap();
@@ -624,5 +631,206 @@ async fn dynamic_allocation_adds_and_removes_executors_and_status_counts_them() 
         counts.completed + counts.failed + counts.unknown,
         executors.len() as i64,
         "every executor pod counted once: {counts:?}"
+    );
+}
+
+/// An executor pod as JSON with what differs from run to run put as placeholders: its names and ids,
+/// the resource prefix Spark chose, the submission's and Spark's application ids; its status, node and
+/// server-set metadata left out.
+fn comparable(pod: &Pod, app: &SparkApplication) -> serde_json::Value {
+    let status = app.status.clone().unwrap_or_default();
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let prefix = name.rsplit_once("-exec-").map_or(name.as_str(), |(p, _)| p).to_owned();
+    let mut pod = pod.clone();
+    pod.status = None;
+    let meta = &mut pod.metadata;
+    meta.uid = None;
+    meta.resource_version = None;
+    meta.creation_timestamp = None;
+    meta.managed_fields = None;
+    meta.generation = None;
+    for owner in meta.owner_references.iter_mut().flatten() {
+        owner.uid = String::new();
+    }
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.node_name = None;
+    }
+    let mut text = serde_json::to_string(&pod)
+        .unwrap()
+        .replace(&status.spark_application_id, "<spark-app-id>")
+        .replace(&status.submission_id, "<submission-id>")
+        .replace(&prefix, "<prefix>");
+    let container = pod.spec.as_ref().map(|s| s.containers[0].clone()).unwrap_or_default();
+    let env = |name: &str| {
+        container
+            .env
+            .iter()
+            .flatten()
+            .find(|e| e.name == name)
+            .and_then(|e| e.value.clone())
+    };
+    // Random per run: the local dir's name, the executor ConfigMap's id, the token volume's suffix,
+    // and the driver pod's address.
+    let config_map = pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()).find_map(|v| {
+        let name = v.config_map.as_ref()?.name.clone();
+        name.starts_with("spark-exec-").then_some(name)
+    });
+    let token_volume = pod
+        .spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .map(|v| v.name.clone())
+        .find(|n| n.starts_with("kube-api-access-"));
+    for (value, placeholder) in [
+        (env("SPARK_LOCAL_DIRS"), "<local-dir>"),
+        (env("SPARK_DRIVER_POD_IP"), "<driver-pod-ip>"),
+        (config_map, "<executor-config-map>"),
+        (token_volume, "<token-volume>"),
+    ] {
+        if let Some(value) = value.filter(|v| !v.is_empty()) {
+            text = text.replace(&value, placeholder);
+        }
+    }
+    let mut value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    // The JVM options Spark passes as SPARK_JAVA_OPT_n, in its map's order: compared as a set of values
+    // apart (the fake passes Spark's own -D options, not the JVM module options SparkContext adds).
+    if let Some(env) = value
+        .pointer_mut("/spec/containers/0/env")
+        .and_then(|e| e.as_array_mut())
+    {
+        env.retain(|e| !e["name"].as_str().unwrap_or_default().starts_with("SPARK_JAVA_OPT_"));
+    }
+    value
+}
+
+/// The values of an executor pod's SPARK_JAVA_OPT_n variables.
+fn java_opts(pod: &Pod) -> std::collections::BTreeSet<String> {
+    pod.spec
+        .iter()
+        .flat_map(|s| s.containers[0].env.iter().flatten())
+        .filter(|e| e.name.starts_with("SPARK_JAVA_OPT_"))
+        .filter_map(|e| e.value.clone())
+        .collect()
+}
+
+/// The paths where `a` and `b` differ, with both values.
+fn differences(a: &serde_json::Value, b: &serde_json::Value, path: &str, out: &mut Vec<String>) {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            for k in keys {
+                let (va, vb) = (x.get(k).unwrap_or(&Value::Null), y.get(k).unwrap_or(&Value::Null));
+                differences(va, vb, &format!("{path}.{k}"), out);
+            }
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            for (i, (va, vb)) in x.iter().zip(y).enumerate() {
+                // Name the element when it has a name (env vars, volumes, mounts).
+                let id = va
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .map_or(i.to_string(), str::to_owned);
+                differences(va, vb, &format!("{path}[{id}]"), out);
+            }
+        }
+        _ if a != b => out.push(format!("{path}: real {a} / fake {b}")),
+        _ => {}
+    }
+}
+
+/// Without the webhook, the executor pods real Spark builds from the operator's executor pod template
+/// are the ones the fake driver builds from it (docs/executor-template.md): same labels, annotations,
+/// containers, env, resources, volumes, security context and tolerations, key for key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn executors_built_from_the_template_alone_match_the_fake_drivers() {
+    if !wanted("executors_built_from_the_template_alone_match_the_fake_drivers") {
+        return;
+    }
+    // The image and version of the distribution, so Spark's own spark-version label is the tag's.
+    let yaml = kubeflow("spark-pi.yaml")
+        .replace(
+            "image: docker.io/apache/spark:4.0.4",
+            "image: docker.io/apache/spark:4.3.0",
+        )
+        .replace("sparkVersion: 4.0.4", "sparkVersion: 4.3.0")
+        .replace("  - \"5000\"\n", "  - \"20\"\n")
+        .replacen(
+            "  driver:\n",
+            "  volumes:\n  - {name: scratch, emptyDir: {}}\n  driver:\n",
+            1,
+        )
+        .replacen(
+            "  executor:\n",
+            "  executor:\n    env:\n    - {name: TEAM, value: data}\n    annotations:\n      team: data\n    \
+             tolerations:\n    - {key: trial, operator: Exists}\n    volumeMounts:\n    \
+             - {name: scratch, mountPath: /scratch}\n    memoryOverhead: 256m\n    coreLimit: 1500m\n",
+            1,
+        );
+    assert!(yaml.contains("coreLimit: 1500m") && yaml.contains("- \"20\""), "{yaml}");
+    let executor_of = |pods: &PodRecord| {
+        pods.executors("spark-pi")
+            .into_iter()
+            .map(|(pod, _)| pod)
+            .find(|p| {
+                p.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("spark-exec-id"))
+                    .map(String::as_str)
+                    == Some("1")
+            })
+            .expect("executor 1 was seen")
+    };
+    let real = {
+        let spark = RealSpark::start_with(&[SPARK_4], PodGc::Off, false).await;
+        let pods = spark.record_pods();
+        let app = spark.run(&yaml).await;
+        assert_eq!(state(&app), ApplicationStateType::Completed, "{:#?}", app.status);
+        let pod = executor_of(&pods);
+        (comparable(&pod, &app), java_opts(&pod))
+    };
+    let fake = {
+        let cluster = Cluster::start(ClusterOptions {
+            nodes: 2,
+            ..ClusterOptions::default()
+        })
+        .await;
+        let _controller = cluster.controller(cluster.args(&[]));
+        let pods = {
+            let record = PodRecord::default();
+            let api: Api<Pod> = Api::namespaced(cluster.client.clone(), "default");
+            let seen = record.clone();
+            tokio::spawn(async move {
+                let mut events = watcher(api, watcher::Config::default()).boxed();
+                while let Some(event) = events.next().await {
+                    if let Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) = event {
+                        let name = pod.metadata.name.clone().unwrap_or_default();
+                        seen.0.lock().unwrap().entry(name).or_insert((pod, false));
+                    }
+                }
+            });
+            record
+        };
+        cluster.create_app(&yaml).await;
+        let app = cluster
+            .wait_app("default", "spark-pi", LIMIT, |a| state(a).is_terminal())
+            .await;
+        assert_eq!(state(&app), ApplicationStateType::Completed, "{:#?}", app.status);
+        let pod = executor_of(&pods);
+        (comparable(&pod, &app), java_opts(&pod))
+    };
+    let ((real, real_opts), (fake, fake_opts)) = (real, fake);
+    assert!(
+        fake_opts.is_subset(&real_opts) && !fake_opts.is_empty(),
+        "the fake's JVM options {fake_opts:?} among real Spark's {real_opts:?}"
+    );
+    let mut found = Vec::new();
+    differences(&real, &fake, "", &mut found);
+    assert!(
+        found.is_empty(),
+        "the fake driver's executor differs from real Spark's:\n{}\n\nreal: {}",
+        found.join("\n"),
+        serde_json::to_string_pretty(&real).unwrap()
     );
 }
