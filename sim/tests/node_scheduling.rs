@@ -139,15 +139,19 @@ async fn taints_affinity_resources_and_unschedulable() {
         unschedulable_message(&store, "intolerant").await,
         "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: spark}, 2 node(s) didn't match Pod's node affinity/selector. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
     );
-    let events = store
-        .list(&Gvr::new("", "v1", "events"), Some("default"), &Default::default())
-        .expect("events");
-    let failed = events["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|e| e["reason"] == "FailedScheduling" && e["involvedObject"]["name"] == "intolerant")
-        .expect("a FailedScheduling event");
+    // The Event is recorded after the pod's condition, as the scheduler's event broadcaster does.
+    let failed = until("a FailedScheduling event", || {
+        let events = store
+            .list(&Gvr::new("", "v1", "events"), Some("default"), &Default::default())
+            .ok()?;
+        events["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|e| e["reason"] == "FailedScheduling" && e["involvedObject"]["name"] == "intolerant")
+            .cloned()
+    })
+    .await;
     assert_eq!(failed["type"], "Warning");
     assert_eq!(failed["source"]["component"], "default-scheduler");
 
