@@ -640,3 +640,86 @@ async fn sigkill_of_kube_sim_serve_leaves_no_process() {
     }
     assert!(left.is_empty(), "processes left behind after SIGKILL: {left:?}");
 }
+
+/// Whether this machine lets the sim give containers cgroup v1 memory and cpu limits (root, both
+/// hierarchies writable): a group made and removed under this process's own.
+fn cgroups_writable() -> bool {
+    let own = |controller: &str| {
+        std::fs::read_to_string("/proc/self/cgroup").ok().and_then(|text| {
+            text.lines().find_map(|l| {
+                let mut parts = l.splitn(3, ':');
+                let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+                controllers.split(',').any(|c| c == controller).then(|| path.to_owned())
+            })
+        })
+    };
+    ["memory", "cpu"].iter().all(|controller| {
+        let Some(path) = own(controller) else { return false };
+        let dir = Path::new("/sys/fs/cgroup")
+            .join(controller)
+            .join(path.trim_start_matches('/'))
+            .join("kube-sim-probe");
+        std::fs::create_dir_all(&dir).is_ok() && std::fs::remove_dir(&dir).is_ok()
+    })
+}
+
+/// A container's limits are its cgroup's: its process finds its memory limit and CPU quota where a JVM
+/// looks for them (its groups in `/proc/self/cgroup` under `/sys/fs/cgroup`), and one that allocates
+/// past the memory limit is killed by the kernel: exit 137, `OOMKilled`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resource_limits_are_the_containers_cgroups() {
+    if skip() {
+        return;
+    }
+    if !cgroups_writable() {
+        println!("SKIPPED: the cgroup v1 memory and cpu hierarchies cannot be written here");
+        return;
+    }
+    let _lock = machine_lock();
+    let (sim, _dir) = start(|_| {}).await;
+    let store = sim.store().clone();
+    let limits = json!({ "limits": { "memory": "64Mi", "cpu": "250m" } });
+    let show = "m=$(awk -F: '$2 ~ /(^|,)memory(,|$)/ {print $3}' /proc/self/cgroup); \
+                c=$(awk -F: '$2 ~ /(^|,)cpu(,|$)/ {print $3}' /proc/self/cgroup); \
+                echo \"memory=$(cat /sys/fs/cgroup/memory$m/memory.limit_in_bytes) quota=$(cat /sys/fs/cgroup/cpu$c/cpu.cfs_quota_us) period=$(cat /sys/fs/cgroup/cpu$c/cpu.cfs_period_us)\"";
+    create(
+        &store,
+        pod(
+            "limited",
+            "Never",
+            json!({ "command": ["/bin/sh", "-c", show], "resources": limits }),
+        ),
+    )
+    .await;
+    create(
+        &store,
+        pod(
+            "greedy",
+            "Never",
+            json!({ "command": ["python3", "-c", "b = b'x' * (512 * 1024 * 1024); print('survived')"], "resources": limits }),
+        ),
+    )
+    .await;
+    let limited = until(&store, "limited", "Succeeded", |p| p["status"]["phase"] == "Succeeded").await;
+    let said = log_texts(&log_file(&sim, &limited, 0))
+        .into_iter()
+        .map(|(_, text)| text)
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        said.contains("memory=67108864 quota=25000 period=100000"),
+        "the limits as the container sees them: {said}"
+    );
+    let greedy = until(&store, "greedy", "ended", |p| {
+        matches!(p["status"]["phase"].as_str(), Some("Failed" | "Succeeded"))
+    })
+    .await;
+    let terminated = &status(&greedy)["state"]["terminated"];
+    assert_eq!(
+        (terminated["exitCode"].as_i64(), terminated["reason"].as_str()),
+        (Some(137), Some("OOMKilled")),
+        "{terminated}: {:?}",
+        log_texts(&log_file(&sim, &greedy, 0))
+    );
+    sim.shutdown().await;
+}

@@ -440,6 +440,7 @@ impl Worker {
                     .node_root
                     .join("run/containerd/io.containerd.runtime.v2.task/k8s.io")
                     .join(&id);
+                let limits = super::cgroups::Limits::of(&self.ctrs[i].spec);
                 let launch = super::sandbox::Launch {
                     view: &l.view,
                     argv: &l.argv,
@@ -447,8 +448,9 @@ impl Worker {
                     layer: l.layer.as_deref(),
                     scratch: &scratch,
                     masks: &l.masks,
+                    cgroup: super::cgroups::create(&id, limits),
                 };
-                match super::sandbox::launch(&launch) {
+                match super::sandbox::launch(launch) {
                     Ok(p) => Some(p),
                     Err(e) => {
                         let msg = e.to_string();

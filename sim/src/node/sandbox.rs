@@ -117,12 +117,16 @@ pub(crate) struct Launch<'a> {
     pub scratch: &'a Path,
     /// More host directories to hide (the sim's data directory: kubeconfig, other pods' files).
     pub masks: &'a [PathBuf],
+    /// The container's resource limits (`cgroups.rs`), if it has any and they can be set here.
+    pub cgroup: Option<super::cgroups::ContainerCgroup>,
 }
 
 /// A started container process.
 pub(crate) struct Launched {
     pub child: Child,
     pub scratch: PathBuf,
+    /// Kept until the process is gone (then removed), to tell an OOM kill.
+    pub cgroup: Option<super::cgroups::ContainerCgroup>,
 }
 
 /// The container's environment as containerd builds it: `PATH` (the image's default), `HOSTNAME`,
@@ -260,7 +264,7 @@ pub(crate) fn quote(s: &str) -> String {
 
 /// Starts the container process. Must be called from a thread that lives as long as the sim
 /// (see the module docs).
-pub(crate) fn launch(l: &Launch<'_>) -> Result<Launched, SandboxError> {
+pub(crate) fn launch(l: Launch<'_>) -> Result<Launched, SandboxError> {
     supported().map_err(SandboxError::Unsupported)?;
     let scratch = l.scratch;
     let s = scratch.display().to_string();
@@ -276,7 +280,7 @@ pub(crate) fn launch(l: &Launch<'_>) -> Result<Launched, SandboxError> {
         path: s.clone(),
         source,
     })?;
-    let (outer, inner) = scripts(l);
+    let (outer, inner) = scripts(&l);
     let stage_script = scratch.join("phase2.sh");
     for (path, text) in [(scratch.join("launch.sh"), &outer), (stage_script, &inner)] {
         std::fs::write(&path, text).map_err(|source| SandboxError::Scratch {
@@ -308,6 +312,7 @@ pub(crate) fn launch(l: &Launch<'_>) -> Result<Launched, SandboxError> {
     Ok(Launched {
         child,
         scratch: scratch.to_path_buf(),
+        cgroup: l.cgroup,
     })
 }
 
@@ -374,6 +379,10 @@ fn scripts(l: &Launch<'_>) -> (String, String) {
         "read -r pid rest < /proc/self/stat\necho \"$pid\" > {p}.tmp\nmv {p}.tmp {p}\n",
         p = sq(&s.join("pid"))
     ));
+    // The container's cgroups: this shell joins them (`0` is the writer), and the process it becomes.
+    for procs in l.cgroup.iter().flat_map(super::cgroups::ContainerCgroup::procs_files) {
+        o.push_str(&format!("echo 0 > {}\n", sq(&procs)));
+    }
     o.push_str("exec 2>&9 9>&-\nexec chroot \"$R\"");
     if view.run_as_user.is_some() || view.run_as_group.is_some() {
         // setpriv needs both ids; Kubernetes' default group is the image's, 0 here.
@@ -572,7 +581,11 @@ pub(crate) async fn supervise(
     mut signals: tokio::sync::watch::Receiver<super::process::Signal>,
     termination_log: Option<PathBuf>,
 ) -> super::process::Exit {
-    let Launched { mut child, scratch } = launched;
+    let Launched {
+        mut child,
+        scratch,
+        cgroup,
+    } = launched;
     let _guard = ScratchGuard(scratch.clone());
     let pumps: Vec<_> = [
         child
@@ -625,9 +638,14 @@ pub(crate) async fn supervise(
         b.truncate(MAX_TERMINATION_MESSAGE);
         String::from_utf8_lossy(&b).into_owned()
     });
+    // Killed by the kernel's OOM killer in its memory cgroup: containerd's OOMKilled, exit 137 (SIGKILL).
+    // `unshare --fork` cannot pass a child's SIGKILL on (it exits 1, "sigprocmask unblock failed"), so
+    // the cgroup's OOM count says it.
+    let oom = cgroup.as_ref().is_some_and(super::cgroups::ContainerCgroup::oom_killed);
+    drop(cgroup);
     super::process::Exit {
-        code,
-        oom: false,
+        code: if oom { 137 } else { code },
+        oom,
         message,
         start_error: None,
     }
@@ -665,13 +683,14 @@ mod tests {
 
     async fn run_in(view: &View, scratch: &Path, layer: Option<&Path>, script: &str) -> (i32, String) {
         let argv = vec!["/bin/sh".to_string(), "-c".to_string(), script.to_string()];
-        let launched = launch(&Launch {
+        let launched = launch(Launch {
             view,
             argv: &argv,
             entrypoint: None,
             layer,
             scratch,
             masks: &[],
+            cgroup: None,
         })
         .unwrap();
         let out = launched.child.wait_with_output().await.unwrap();

@@ -1,0 +1,178 @@
+//! A process container's resource limits, as the runtime gives a container its cgroup: the
+//! container's `resources.limits.memory` as `memory.limit_in_bytes` (the kernel's OOM killer ends it
+//! past that: exit 137, reason `OOMKilled`) and `limits.cpu` as a CFS quota (`cpu.cfs_quota_us` per
+//! 100 ms `cpu.cfs_period_us`), so a JVM in it sizes its heap and threads from them as it does in a
+//! cluster. Requests set nothing here (a real kubelet turns them into `cpu.shares` only).
+//!
+//! cgroup v1 hierarchies only (`/sys/fs/cgroup/memory`, `/sys/fs/cgroup/cpu`): each container's
+//! group is made under the sim's own (`<own path>/kube-sim/<container id>`), so its use still counts
+//! against whatever limits the sim itself runs under. Where the hierarchy is missing or cannot be
+//! written (cgroup v2 only, no root) the container runs without limits, said once in the log.
+
+use std::path::{Path, PathBuf};
+use std::sync::Once;
+
+use serde_json::Value;
+
+use super::quantity::{parse_milli, parse_units};
+
+const ROOT: &str = "/sys/fs/cgroup";
+/// The CFS period, as runc sets it.
+const CFS_PERIOD_US: i128 = 100_000;
+/// The smallest quota the kernel accepts.
+const MIN_QUOTA_US: i128 = 1_000;
+
+/// A container's limits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Limits {
+    pub memory_bytes: Option<i128>,
+    pub cpu_millis: Option<i128>,
+}
+
+impl Limits {
+    /// `resources.limits` of a container spec; unparseable quantities are left out (the API server
+    /// refuses them before any kubelet sees them).
+    pub fn of(container: &Value) -> Limits {
+        let limit = |name: &str| {
+            container.pointer(&format!("/resources/limits/{name}")).and_then(|v| {
+                v.as_str()
+                    .map(str::to_owned)
+                    .or_else(|| v.as_i64().map(|n| n.to_string()))
+            })
+        };
+        Limits {
+            memory_bytes: limit("memory").and_then(|q| parse_units(&q)).filter(|b| *b > 0),
+            cpu_millis: limit("cpu").and_then(|q| parse_milli(&q)).filter(|m| *m > 0),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.memory_bytes.is_none() && self.cpu_millis.is_none()
+    }
+}
+
+/// The groups made for one container.
+#[derive(Debug)]
+pub(crate) struct ContainerCgroup {
+    memory: Option<PathBuf>,
+    cpu: Option<PathBuf>,
+}
+
+impl ContainerCgroup {
+    /// The `cgroup.procs` files the container's first process joins (writing `0`: itself).
+    pub fn procs_files(&self) -> Vec<PathBuf> {
+        [&self.memory, &self.cpu]
+            .into_iter()
+            .flatten()
+            .map(|d| d.join("cgroup.procs"))
+            .collect()
+    }
+
+    /// Whether the kernel's OOM killer ended a process of it (`oom_kill` in `memory.oom_control`).
+    pub fn oom_killed(&self) -> bool {
+        let Some(dir) = &self.memory else { return false };
+        std::fs::read_to_string(dir.join("memory.oom_control"))
+            .ok()
+            .and_then(|text| {
+                text.lines()
+                    .find_map(|l| l.strip_prefix("oom_kill "))
+                    .and_then(|n| n.trim().parse::<u64>().ok())
+            })
+            .is_some_and(|n| n > 0)
+    }
+}
+
+impl Drop for ContainerCgroup {
+    /// Removes the groups (empty once the container's processes are gone).
+    fn drop(&mut self) {
+        for dir in [&self.memory, &self.cpu].into_iter().flatten() {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
+/// The group of the calling process in a v1 hierarchy that has `controller` (from `/proc/self/cgroup`).
+fn own_path(controller: &str) -> Option<String> {
+    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    text.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        controllers.split(',').any(|c| c == controller).then(|| path.to_owned())
+    })
+}
+
+/// Makes `<hierarchy>/<own path>/kube-sim/<id>` and writes `files` into it.
+fn make(controller: &str, id: &str, files: &[(&str, String)]) -> std::io::Result<PathBuf> {
+    let own = own_path(controller).ok_or_else(|| std::io::Error::other(format!("no v1 {controller} cgroup")))?;
+    let hierarchy = Path::new(ROOT).join(controller);
+    let dir = hierarchy.join(own.trim_start_matches('/')).join("kube-sim").join(id);
+    std::fs::create_dir_all(&dir)?;
+    for (file, value) in files {
+        if let Err(error) = std::fs::write(dir.join(file), value) {
+            let _ = std::fs::remove_dir(&dir);
+            return Err(error);
+        }
+    }
+    Ok(dir)
+}
+
+/// The cgroup of container `id` with `limits`; None when it has no limits or they cannot be set here.
+pub(crate) fn create(id: &str, limits: Limits) -> Option<ContainerCgroup> {
+    if limits.is_empty() {
+        return None;
+    }
+    let made = (|| -> std::io::Result<ContainerCgroup> {
+        let memory = match limits.memory_bytes {
+            Some(bytes) => Some(make("memory", id, &[("memory.limit_in_bytes", bytes.to_string())])?),
+            None => None,
+        };
+        // The memory group, made first, is removed by the drop if the cpu group fails.
+        let mut group = ContainerCgroup { memory, cpu: None };
+        if let Some(millis) = limits.cpu_millis {
+            let quota = (millis * CFS_PERIOD_US / 1000).max(MIN_QUOTA_US);
+            group.cpu = Some(make(
+                "cpu",
+                id,
+                &[
+                    ("cpu.cfs_period_us", CFS_PERIOD_US.to_string()),
+                    ("cpu.cfs_quota_us", quota.to_string()),
+                ],
+            )?);
+        }
+        Ok(group)
+    })();
+    match made {
+        Ok(group) => Some(group),
+        Err(error) => {
+            static SAID: Once = Once::new();
+            SAID.call_once(|| {
+                tracing::warn!(%error, "process containers run without their resource limits: cgroup v1 memory and cpu hierarchies cannot be written here");
+            });
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn limits_are_read_from_the_container_spec() {
+        let c = json!({"resources": {"limits": {"memory": "896Mi", "cpu": "1500m"}, "requests": {"cpu": "1"}}});
+        assert_eq!(
+            Limits::of(&c),
+            Limits {
+                memory_bytes: Some(896 * 1024 * 1024),
+                cpu_millis: Some(1500)
+            }
+        );
+        assert_eq!(
+            Limits::of(&json!({"resources": {"limits": {"cpu": 2}}})).cpu_millis,
+            Some(2000)
+        );
+        assert!(Limits::of(&json!({"resources": {"requests": {"memory": "1Gi"}}})).is_empty());
+        assert!(create("none", Limits::default()).is_none());
+    }
+}
