@@ -233,11 +233,22 @@ impl RealSpark {
         (String::from_utf8_lossy(&output.stdout).into_owned(), output)
     }
 
-    /// Every pod named after `app` as the API server first stored it (after admission) and whether
-    /// it was deleted, from a watch started now.
+    /// Every pod of `default` as the API server first stored it (after admission) and whether it was
+    /// deleted, from a watch started now.
     fn record_pods(&self) -> PodRecord {
+        PodRecord::watch(&self.cluster.client)
+    }
+}
+
+/// Pods by name: as first seen, and whether deleted since.
+#[derive(Clone, Default)]
+struct PodRecord(Arc<Mutex<BTreeMap<String, (Pod, bool)>>>);
+
+impl PodRecord {
+    /// Records the pods of `default` from a watch started now.
+    fn watch(client: &kube::Client) -> PodRecord {
         let record = PodRecord::default();
-        let pods: Api<Pod> = Api::namespaced(self.cluster.client.clone(), "default");
+        let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
         let seen = record.clone();
         tokio::spawn(async move {
             let mut events = watcher(pods, watcher::Config::default()).boxed();
@@ -258,13 +269,7 @@ impl RealSpark {
         });
         record
     }
-}
 
-/// Pods by name: as first seen, and whether deleted since.
-#[derive(Clone, Default)]
-struct PodRecord(Arc<Mutex<BTreeMap<String, (Pod, bool)>>>);
-
-impl PodRecord {
     fn executors(&self, app: &str) -> Vec<(Pod, bool)> {
         self.0
             .lock()
@@ -797,21 +802,7 @@ async fn executors_built_from_the_template_alone_match_the_fake_drivers() {
         })
         .await;
         let _controller = cluster.controller(cluster.args(&[]));
-        let pods = {
-            let record = PodRecord::default();
-            let api: Api<Pod> = Api::namespaced(cluster.client.clone(), "default");
-            let seen = record.clone();
-            tokio::spawn(async move {
-                let mut events = watcher(api, watcher::Config::default()).boxed();
-                while let Some(event) = events.next().await {
-                    if let Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) = event {
-                        let name = pod.metadata.name.clone().unwrap_or_default();
-                        seen.0.lock().unwrap().entry(name).or_insert((pod, false));
-                    }
-                }
-            });
-            record
-        };
+        let pods = PodRecord::watch(&cluster.client);
         cluster.create_app(&yaml).await;
         let app = cluster
             .wait_app("default", "spark-pi", LIMIT, |a| state(a).is_terminal())

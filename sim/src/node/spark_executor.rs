@@ -456,17 +456,22 @@ mod tests {
             ),
         ]));
         let driver = json!({ "metadata": { "name": "d", "uid": "u", "labels": { "spark-version": "4.3.0" } } });
-        let pod = executor_pod(&ExecutorInput {
-            conf: &conf,
-            app_id: "spark-1",
-            exec_id: 2,
-            driver_pod: &driver,
-            name_prefix: "spark-pi-abc",
-            config_map: "spark-exec-x-conf-map",
-            spark_user: "root",
-            template: None,
-        })
-        .unwrap();
+        // Executor 2 of a driver pod of Spark `version`.
+        let build = |conf: &SparkConf, version: &str| {
+            let driver = json!({ "metadata": { "name": "d", "uid": "u", "labels": { "spark-version": version } } });
+            executor_pod(&ExecutorInput {
+                conf,
+                app_id: "spark-1",
+                exec_id: 2,
+                driver_pod: &driver,
+                name_prefix: "spark-pi-abc",
+                config_map: "spark-exec-x-conf-map",
+                spark_user: "root",
+                template: None,
+            })
+            .unwrap()
+        };
+        let pod = build(&conf, "4.3.0");
         assert_eq!(pod["metadata"]["name"], "spark-pi-abc-exec-2");
         assert_eq!(pod["metadata"]["labels"]["spark-app-name"], "spark-pi");
         assert_eq!(pod["metadata"]["labels"]["team"], "a-2");
@@ -480,18 +485,7 @@ mod tests {
         );
         // Spark 4.1+: the driver pod's IP (useDriverPodIP); before, or with it off: the Service.
         let driver_url = |conf: &SparkConf, version: &str| {
-            let driver = json!({ "metadata": { "name": "d", "uid": "u", "labels": { "spark-version": version } } });
-            let pod = executor_pod(&ExecutorInput {
-                conf,
-                app_id: "spark-1",
-                exec_id: 2,
-                driver_pod: &driver,
-                name_prefix: "spark-pi-abc",
-                config_map: "spark-exec-x-conf-map",
-                spark_user: "root",
-                template: None,
-            })
-            .unwrap();
+            let pod = build(conf, version);
             let env = pod["spec"]["containers"][0]["env"].as_array().unwrap().clone();
             env.into_iter()
                 .find(|e| e["name"] == "SPARK_DRIVER_URL")
