@@ -15,8 +15,9 @@
 //! - Kubeflow's failing example (a class and a jar that do not exist): Spark's exit code (1: the jar's copy
 //!   into the working directory throws, before the class is looked for) and message, recorded by the
 //!   agents, retried per `onFailureRetries`, then FAILED; the fake driver's imitation ends the same way.
-//! - Dynamic allocation (Kubeflow's `spark-pi-dynamic-allocation.yaml` running our `SparkPiInWaves`):
-//!   Spark adds executors for a backlog and removes idle ones; the status counts every executor once.
+//! - Dynamic allocation (Kubeflow's `spark-pi-dynamic-allocation.yaml` running our `SparkPiInWaves`, on
+//!   Spark 4.3 and 3.5): Spark adds executors for a backlog and removes idle ones; the status counts every
+//!   executor once.
 //! - With no webhook, an executor real Spark builds from the operator's executor pod template is the one
 //!   the fake driver builds, key for key (`docs/executor-template.md`).
 //!
@@ -587,27 +588,28 @@ async fn failing_applications_fail_as_spark_fails_them_and_the_fake_driver_agree
 
 /// Dynamic allocation on real Spark: Kubeflow's `spark-pi-dynamic-allocation.yaml` (initial 2, min 1,
 /// max 5) running our `SparkPiInWaves` (two waves of 8 tasks of 1.5 s, 8 s apart) with a 2 s idle
-/// timeout: Spark adds executors for the backlog and removes idle ones between the waves; the status
-/// counts every executor pod there was, once, none left running.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dynamic_allocation_adds_and_removes_executors_and_status_counts_them() {
-    if !wanted("dynamic_allocation_adds_and_removes_executors_and_status_counts_them") {
-        return;
-    }
+/// timeout, on `image` of `line`: Spark adds executors for the backlog and removes idle ones between the
+/// waves; the status counts every executor pod there was, once, none left running.
+async fn dynamic_allocation(line: Line, image: &str) {
     let yaml = kubeflow("spark-pi-dynamic-allocation.yaml")
+        .replace(
+            "image: docker.io/apache/spark:4.0.4",
+            &format!("image: docker.io/apache/spark:{image}"),
+        )
+        .replace("sparkVersion: 4.0.4", &format!("sparkVersion: {image}"))
         .replace(
             "mainClass: org.apache.spark.examples.SparkPi",
             "mainClass: org.apache.spark.examples.sim.SparkPiInWaves",
         )
         .replacen(
-            "  sparkVersion: 4.0.4\n",
-            "  sparkVersion: 4.0.4\n  arguments: [\"2\", \"8\", \"1500\", \"8\"]\n  sparkConf:\n    \
+            "  mainApplicationFile:",
+            "  arguments: [\"2\", \"8\", \"1500\", \"8\"]\n  sparkConf:\n    \
              spark.dynamicAllocation.executorIdleTimeout: 2s\n    \
-             spark.dynamicAllocation.schedulerBacklogTimeout: 1s\n",
+             spark.dynamicAllocation.schedulerBacklogTimeout: 1s\n  mainApplicationFile:",
             1,
         );
-    assert!(yaml.contains("SparkPiInWaves") && yaml.contains("executorIdleTimeout"));
-    let spark = RealSpark::start(&[SPARK_4], PodGc::Instant).await;
+    assert!(yaml.contains("SparkPiInWaves") && yaml.contains("executorIdleTimeout") && yaml.contains(image));
+    let spark = RealSpark::start(&[line], PodGc::Instant).await;
     spark.cluster.sim.audit().enable();
     let pods = spark.record_pods();
     let app = spark.run(&yaml).await;
@@ -637,6 +639,23 @@ async fn dynamic_allocation_adds_and_removes_executors_and_status_counts_them() 
         executors.len() as i64,
         "every executor pod counted once: {counts:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dynamic_allocation_adds_and_removes_executors_and_status_counts_them() {
+    if !wanted("dynamic_allocation_adds_and_removes_executors_and_status_counts_them") {
+        return;
+    }
+    // Kubeflow's image tag, on the 4.3 distribution.
+    dynamic_allocation(SPARK_4, "4.0.4").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dynamic_allocation_on_spark_3_5() {
+    if !wanted("dynamic_allocation_on_spark_3_5") {
+        return;
+    }
+    dynamic_allocation(SPARK_3_5, "3.5.3").await;
 }
 
 /// An executor pod as JSON with what differs from run to run put as placeholders: its names and ids,
