@@ -605,7 +605,8 @@ async fn sigkill_of_kube_sim_serve_leaves_no_process() {
     let client = kube::Client::try_from(config).unwrap();
     let api: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(client, "default");
     let marker = uuid::Uuid::new_v4().simple().to_string();
-    for name in ["one", "two"] {
+    // Pod two runs as another user: changing the user clears a parent-death signal set before it.
+    for (name, user) in [("one", None), ("two", Some(65534))] {
         let p: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": { "name": name },
@@ -613,7 +614,8 @@ async fn sigkill_of_kube_sim_serve_leaves_no_process() {
                 "name": "main", "image": "marker-image",
                 // A child in the background and one in the foreground: the whole namespace goes.
                 "args": ["-c", "sleep 1000 & sleep 1000"],
-                "env": [{ "name": "PROCESS_POD_MARKER", "value": marker }]
+                "env": [{ "name": "PROCESS_POD_MARKER", "value": marker }],
+                "securityContext": { "runAsUser": user, "runAsGroup": user }
             }] }
         }))
         .unwrap();

@@ -83,10 +83,42 @@ impl ContainerCgroup {
 }
 
 impl Drop for ContainerCgroup {
-    /// Removes the groups (empty once the container's processes are gone).
+    /// Removes the groups once the container's processes are gone. A container stopped by dropping its
+    /// supervisor (SIGKILL) may still have processes dying: a thread kills what is left and retries for
+    /// a few seconds, so no group is left behind.
     fn drop(&mut self) {
-        for dir in [&self.memory, &self.cpu].into_iter().flatten() {
-            let _ = std::fs::remove_dir(dir);
+        let dirs: Vec<PathBuf> = [self.memory.take(), self.cpu.take()].into_iter().flatten().collect();
+        let remove = move || {
+            for _ in 0..100 {
+                let mut left = false;
+                for dir in &dirs {
+                    if !dir.exists() || std::fs::remove_dir(dir).is_ok() {
+                        continue;
+                    }
+                    left = true;
+                    let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+                    let pids: Vec<&str> = procs.split_whitespace().collect();
+                    if !pids.is_empty() {
+                        let _ = std::process::Command::new("kill")
+                            .args(["-s", "KILL"])
+                            .args(&pids)
+                            .output();
+                    }
+                }
+                if !left {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            tracing::warn!(dirs = ?dirs, "a container's cgroups could not be removed");
+        };
+        // At once when nothing runs in them (the usual case: the process was waited for).
+        if std::thread::Builder::new()
+            .name("cgroup-cleanup".into())
+            .spawn(remove)
+            .is_err()
+        {
+            tracing::warn!("no thread to remove a container's cgroups");
         }
     }
 }
@@ -121,36 +153,42 @@ pub(crate) fn create(id: &str, limits: Limits) -> Option<ContainerCgroup> {
     if limits.is_empty() {
         return None;
     }
-    let made = (|| -> std::io::Result<ContainerCgroup> {
-        let memory = match limits.memory_bytes {
-            Some(bytes) => Some(make("memory", id, &[("memory.limit_in_bytes", bytes.to_string())])?),
-            None => None,
-        };
-        // The memory group, made first, is removed by the drop if the cpu group fails.
-        let mut group = ContainerCgroup { memory, cpu: None };
-        if let Some(millis) = limits.cpu_millis {
-            let quota = (millis * CFS_PERIOD_US / 1000).max(MIN_QUOTA_US);
-            group.cpu = Some(make(
-                "cpu",
-                id,
-                &[
-                    ("cpu.cfs_period_us", CFS_PERIOD_US.to_string()),
-                    ("cpu.cfs_quota_us", quota.to_string()),
-                ],
-            )?);
+    // Each limit on its own: one the kernel refuses leaves the other in place.
+    let memory = limits.memory_bytes.and_then(|bytes| {
+        // No swap for the container, as runc sets memsw to the limit where swap is accounted.
+        let mut files = vec![("memory.limit_in_bytes", bytes.to_string())];
+        if own_path("memory").is_some_and(|own| {
+            Path::new(ROOT)
+                .join("memory")
+                .join(own.trim_start_matches('/'))
+                .join("memory.memsw.limit_in_bytes")
+                .exists()
+        }) {
+            files.push(("memory.memsw.limit_in_bytes", bytes.to_string()));
         }
-        Ok(group)
-    })();
-    match made {
-        Ok(group) => Some(group),
-        Err(error) => {
-            static SAID: Once = Once::new();
+        made("memory", make("memory", id, &files))
+    });
+    let cpu = limits.cpu_millis.and_then(|millis| {
+        let quota = (millis * CFS_PERIOD_US / 1000).max(MIN_QUOTA_US);
+        let files = [
+            ("cpu.cfs_period_us", CFS_PERIOD_US.to_string()),
+            ("cpu.cfs_quota_us", quota.to_string()),
+        ];
+        made("cpu", make("cpu", id, &files))
+    });
+    (memory.is_some() || cpu.is_some()).then_some(ContainerCgroup { memory, cpu })
+}
+
+/// The group, or None with the reason logged (once per process: every container would say the same).
+fn made(controller: &str, result: std::io::Result<PathBuf>) -> Option<PathBuf> {
+    static SAID: Once = Once::new();
+    result
+        .map_err(|error| {
             SAID.call_once(|| {
-                tracing::warn!(%error, "process containers run without their resource limits: cgroup v1 memory and cpu hierarchies cannot be written here");
+                tracing::warn!(controller, %error, "process containers run without this resource limit: its cgroup v1 group cannot be made here");
             });
-            None
-        }
-    }
+        })
+        .ok()
 }
 
 #[cfg(test)]

@@ -374,20 +374,23 @@ fn scripts(l: &Launch<'_>) -> (String, String) {
         "cp {} \"$R{STAGE}/phase2.sh\"\nchroot \"$R\" /bin/sh {STAGE}/phase2.sh\n",
         sq(&s.join("phase2.sh"))
     ));
+    // The container's cgroups: this shell joins them (`0` is the writer), and the process it becomes;
+    // before the pid file, so a failure here is a setup failure.
+    for procs in l.cgroup.iter().flat_map(super::cgroups::ContainerCgroup::procs_files) {
+        o.push_str(&format!("echo 0 > {}\n", sq(&procs)));
+    }
     // The host PID of this shell, which becomes the container process: /proc here is the host's.
     o.push_str(&format!(
         "read -r pid rest < /proc/self/stat\necho \"$pid\" > {p}.tmp\nmv {p}.tmp {p}\n",
         p = sq(&s.join("pid"))
     ));
-    // The container's cgroups: this shell joins them (`0` is the writer), and the process it becomes.
-    for procs in l.cgroup.iter().flat_map(super::cgroups::ContainerCgroup::procs_files) {
-        o.push_str(&format!("echo 0 > {}\n", sq(&procs)));
-    }
     o.push_str("exec 2>&9 9>&-\nexec chroot \"$R\"");
     if view.run_as_user.is_some() || view.run_as_group.is_some() {
-        // setpriv needs both ids; Kubernetes' default group is the image's, 0 here.
+        // setpriv needs both ids; Kubernetes' default group is the image's, 0 here. Changing the user
+        // clears the parent-death signal `unshare --kill-child` set: set again after the change, or the
+        // process outlives a killed sim.
         o.push_str(&format!(
-            " setpriv --reuid={} --regid={} --clear-groups --",
+            " setpriv --reuid={} --regid={} --clear-groups --pdeathsig KILL --",
             view.run_as_user.unwrap_or(0),
             view.run_as_group.unwrap_or(0)
         ));
@@ -638,13 +641,13 @@ pub(crate) async fn supervise(
         b.truncate(MAX_TERMINATION_MESSAGE);
         String::from_utf8_lossy(&b).into_owned()
     });
-    // Killed by the kernel's OOM killer in its memory cgroup: containerd's OOMKilled, exit 137 (SIGKILL).
-    // `unshare --fork` cannot pass a child's SIGKILL on (it exits 1, "sigprocmask unblock failed"), so
-    // the cgroup's OOM count says it.
+    // The kernel's OOM killer ended a process of its memory cgroup: containerd's OOMKilled, with the
+    // task's own exit code. When that was PID 1 (SIGKILL: 137), `unshare --fork` cannot pass the signal
+    // on and exits 1 ("sigprocmask unblock failed"): read as the 137 it stands for.
     let oom = cgroup.as_ref().is_some_and(super::cgroups::ContainerCgroup::oom_killed);
     drop(cgroup);
     super::process::Exit {
-        code: if oom { 137 } else { code },
+        code: if oom && code == 1 { 137 } else { code },
         oom,
         message,
         start_error: None,
