@@ -94,14 +94,25 @@ pub(crate) async fn handle(
     };
     let mut response = handle_request(state.clone(), req, client_cert).await;
     if let Some((verb, mut p)) = path {
-        // kube-apiserver completes a create's objectRef with the object's name (`LogRequestObject`, at
-        // the Metadata level too); the stored object (a created one's answer) has it, generateName's too.
+        // kube-apiserver completes a create's objectRef with the request object's name (`LogRequestObject`,
+        // at the Metadata level too): the created object's, read from the answer, unless it was generated
+        // (a `generateName` create's request has no name, and its event none either).
         if verb == "create" && p.name.is_none() && response.status().is_success() {
             let (parts, body) = response.into_parts();
-            let bytes = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
-            p.name = serde_json::from_slice::<Value>(&bytes)
-                .ok()
-                .and_then(|o| o.pointer("/metadata/name")?.as_str().map(str::to_owned));
+            // The body is in memory (Infallible): collecting it cannot fail.
+            let bytes = match body.collect().await {
+                Ok(collected) => collected.to_bytes(),
+                Err(never) => match never {},
+            };
+            p.name = serde_json::from_slice::<Value>(&bytes).ok().and_then(|o| {
+                let generated = o
+                    .pointer("/metadata/generateName")
+                    .and_then(Value::as_str)
+                    .is_some_and(|g| !g.is_empty());
+                (!generated)
+                    .then(|| o.pointer("/metadata/name")?.as_str().map(str::to_owned))
+                    .flatten()
+            });
             response = Response::from_parts(parts, http_body_util::Full::new(bytes).boxed_unsync());
         }
         state.audit.record(crate::audit::AuditEvent {
