@@ -191,10 +191,9 @@ pub fn executor_pod(input: &ExecutorInput<'_>) -> Result<Value, String> {
     // Spark 4.1 added `spark.kubernetes.executor.useDriverPodIP` (default true, read from 4.3's jar):
     // executors reach the driver at its bind address (the pod's IP) instead of its Service.
     let pod_ip = at_least(spark_version, 4, 1) && conf.bool_or("spark.kubernetes.executor.useDriverPodIP", true);
-    let driver_host = if pod_ip {
-        conf.get_or("spark.driver.bindAddress", "")
-    } else {
-        conf.get_or("spark.driver.host", "")
+    let driver_host = match conf.get("spark.driver.bindAddress").filter(|a| pod_ip && !a.is_empty()) {
+        Some(address) => address,
+        None => conf.get_or("spark.driver.host", ""),
     };
     let driver_port = conf.get_or("spark.driver.port", DEFAULT_DRIVER_PORT);
     let block_port = conf.get_or("spark.blockManager.port", DEFAULT_BLOCKMANAGER_PORT);

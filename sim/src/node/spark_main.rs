@@ -133,11 +133,12 @@ fn copy_to_work_dir(image: &SparkImage, container: &Value, conf: &SparkConf, out
         .filter(|u| !u.is_empty());
     for uri in uris {
         // Other schemes are downloaded first (not judged), `#name` renames the copy.
-        let (uri, fragment) = uri.split_once('#').map_or((uri, None), |(u, f)| (u, Some(f)));
-        let Some(path) = local_path(uri) else {
+        let (bare, fragment) = uri.split_once('#').map_or((uri, None), |(u, f)| (u, Some(f)));
+        let Some(path) = local_path(bare) else {
             continue;
         };
         let name = fragment.unwrap_or_else(|| path.rsplit('/').next().unwrap_or(path));
+        // Spark logs the URI as given, fragment and all.
         out.log.push(format!("Files {uri} from {path} to {WORK_DIR}/{name}"));
         if in_image(image, container, path) == Some(false) {
             out.log.push(format!(
@@ -310,7 +311,7 @@ mod tests {
         assert_eq!(
             l.log[..3],
             [
-                "Files local:///opt/spark/examples/src/main/python/pi.py from /opt/spark/examples/src/main/python/pi.py to /opt/spark/work-dir/renamed.py",
+                "Files local:///opt/spark/examples/src/main/python/pi.py#renamed.py from /opt/spark/examples/src/main/python/pi.py to /opt/spark/work-dir/renamed.py",
                 "Files local:///non-existent.jar from /non-existent.jar to /opt/spark/work-dir/non-existent.jar",
                 "Exception in thread \"main\" java.nio.file.NoSuchFileException: /non-existent.jar",
             ]
