@@ -210,7 +210,7 @@ async fn register_webhook(client: &kube::Client, port: u16) -> anyhow::Result<()
     Ok(())
 }
 
-/// The Spark images `--real-spark` builds under `<data-dir>/images`, as local images, with a line per
+/// The Spark images `--real-spark` builds (next to each distribution), as local images, with a line per
 /// version line saying which release backs it.
 fn real_spark_images(args: &DevArgs) -> anyhow::Result<(Vec<LocalImage>, String)> {
     kube_sim::node::sandbox::supported().map_err(|reason| {
@@ -234,7 +234,9 @@ fn real_spark_images(args: &DevArgs) -> anyhow::Result<(Vec<LocalImage>, String)
     let mut said = String::new();
     for home in homes {
         let dist = SparkDistribution::open(&home.dir).with_context(|| format!("--spark-home {}", home.line))?;
-        let dir = args.data_dir.join("images").join(format!("spark-{}", dist.version));
+        // Next to the distribution: hard links into it, where a data dir on another filesystem would
+        // get a copy of it.
+        let dir = real_spark::image_dir(&dist);
         real_spark::build_image(&dist, &dir).with_context(|| format!("building the Spark {} image", dist.version))?;
         said.push_str(&format!(
             "  apache/spark:{line}.* and spark:{line}.* run Spark {version} ({home})\n",

@@ -38,16 +38,28 @@ pub const EXAMPLES_JAR: &str = "/opt/spark/examples/jars/spark-examples.jar";
 #[derive(Debug, thiserror::Error)]
 pub enum ImageError {
     #[error(
-        "{0} is not a Spark distribution (it has no bin/spark-submit): give the `deps` directory of an unpacked pyspark source package, e.g. the one sim/images/real-spark/get-spark.sh 4.3.0 prints"
+        "{} is not a Spark distribution (it has no bin/spark-submit): give the `deps` directory of an unpacked pyspark source package, e.g. the one sim/images/real-spark/get-spark.sh 4.3.0 prints",
+        .0.display()
     )]
     NotADistribution(PathBuf),
-    #[error("cannot read the Spark version of {0} (its package's PKG-INFO has no `Version:` line)")]
+    #[error(
+        "cannot tell the Spark version of {}: it is not in an unpacked pyspark source package (no PKG-INFO with a `Version:` line next to it)",
+        .0.display()
+    )]
     NoVersion(PathBuf),
     #[error("no `{0}` on PATH: kube-sim's Spark image needs a JDK 17 (java, javac, jar)")]
     NoJdk(&'static str),
-    #[error("writing the image at {path}")]
+    #[error("cannot read this machine's {}, which the image's users are added to", .0.display())]
+    HostUsers(PathBuf, #[source] std::io::Error),
+    #[error("writing the image at {}", path.display())]
     Write {
         path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot run {tool} to compile the image's examples jar")]
+    Run {
+        tool: &'static str,
         #[source]
         source: std::io::Error,
     },
@@ -69,6 +81,7 @@ impl SparkDistribution {
         if !home.join("bin/spark-submit").is_file() {
             return Err(ImageError::NotADistribution(home.to_path_buf()));
         }
+        // It has bin/spark-submit: a canonical path exists unless it went away meanwhile.
         let home = home
             .canonicalize()
             .map_err(|_| ImageError::NotADistribution(home.to_path_buf()))?;
@@ -129,9 +142,11 @@ pub const PINNED: &[(&str, &str)] = &[("4", "4.3.0"), ("3.5", "3.5.3")];
 /// The distributions `get-spark.sh` cached (`${XDG_CACHE_HOME:-~/.cache}/spark-oracle/pyspark-X.Y.Z/deps`),
 /// present or not.
 pub fn cached_homes() -> Vec<SparkHome> {
-    let cache = std::env::var_os("XDG_CACHE_HOME")
+    // As the script's `${XDG_CACHE_HOME:-~/.cache}`: empty is unset.
+    let set = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    let cache = set("XDG_CACHE_HOME")
         .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")));
+        .or_else(|| set("HOME").map(|h| PathBuf::from(h).join(".cache")));
     let Some(cache) = cache else {
         return Vec::new();
     };
@@ -153,21 +168,41 @@ pub fn local_images(line: &str, dir: &Path) -> Vec<LocalImage> {
         .collect()
 }
 
-/// Builds the image of `dist` at `dest` (replacing what is there) and returns `dest`.
+/// Where the image of `dist` is kept by default: next to the distribution (its package's directory), so
+/// its files can be hard links into it.
+pub fn image_dir(dist: &SparkDistribution) -> PathBuf {
+    dist.home
+        .parent()
+        .unwrap_or(&dist.home)
+        .join(format!("kube-sim-image-{}", dist.version))
+}
+
+/// Builds the image of `dist` at `dest` (replacing what is there) and returns `dest`. Nothing is left
+/// half-built: it is made beside `dest` and moved into place, or removed on a failure.
 pub fn build_image(dist: &SparkDistribution, dest: &Path) -> Result<PathBuf, ImageError> {
+    let mut staging = dest.as_os_str().to_owned();
+    staging.push(".new");
+    let staging = PathBuf::from(staging);
+    let built = build_at(dist, &staging, dest);
+    if built.is_err() {
+        let _ = std::fs::remove_dir_all(&staging);
+    }
+    built
+}
+
+fn build_at(dist: &SparkDistribution, staging: &Path, dest: &Path) -> Result<PathBuf, ImageError> {
     let java = which("java").ok_or(ImageError::NoJdk("java"))?;
     let java_home = java
         .canonicalize()
         .ok()
         .and_then(|p| p.parent()?.parent().map(Path::to_path_buf))
         .ok_or(ImageError::NoJdk("java"))?;
-    let staging = dest.with_extension("new");
     let write = |path: &Path| {
         let path = path.to_path_buf();
         move |source| ImageError::Write { path, source }
     };
     if staging.exists() {
-        std::fs::remove_dir_all(&staging).map_err(write(&staging))?;
+        std::fs::remove_dir_all(staging).map_err(write(staging))?;
     }
     let root = staging.join("rootfs");
     let spark = root.join("opt/spark");
@@ -221,7 +256,8 @@ pub fn build_image(dist: &SparkDistribution, dest: &Path) -> Result<PathBuf, Ima
         ),
         ("group", format!("spark:x:{SPARK_UID}:")),
     ] {
-        let host = std::fs::read_to_string(Path::new("/etc").join(name)).unwrap_or_default();
+        let host_file = Path::new("/etc").join(name);
+        let host = std::fs::read_to_string(&host_file).map_err(|e| ImageError::HostUsers(host_file.clone(), e))?;
         let mut text: String = host
             .lines()
             .filter(|l| !l.starts_with("spark:"))
@@ -231,7 +267,7 @@ pub fn build_image(dist: &SparkDistribution, dest: &Path) -> Result<PathBuf, Ima
         text.push('\n');
         file(root.join("etc").join(name), &text, 0o644)?;
     }
-    examples_jar(dist, &staging, &root.join(EXAMPLES_JAR.trim_start_matches('/')))?;
+    examples_jar(dist, staging, &root.join(EXAMPLES_JAR.trim_start_matches('/')))?;
     let config = serde_json::json!({"config": {
         "User": SPARK_UID.to_string(),
         "Entrypoint": ["/opt/entrypoint.sh"],
@@ -247,7 +283,7 @@ pub fn build_image(dist: &SparkDistribution, dest: &Path) -> Result<PathBuf, Ima
     if dest.exists() {
         std::fs::remove_dir_all(dest).map_err(write(dest))?;
     }
-    std::fs::rename(&staging, dest).map_err(write(dest))?;
+    std::fs::rename(staging, dest).map_err(write(dest))?;
     Ok(dest.to_path_buf())
 }
 
@@ -277,10 +313,7 @@ fn examples_jar(dist: &SparkDistribution, staging: &Path, jar: &Path) -> Result<
         std::fs::create_dir_all(parent).map_err(|e| write(parent, e))?;
     }
     let run = |tool: &'static str, command: &mut Command| -> Result<(), ImageError> {
-        let output = command.output().map_err(|source| ImageError::Write {
-            path: build.clone(),
-            source,
-        })?;
+        let output = command.output().map_err(|source| ImageError::Run { tool, source })?;
         if output.status.success() {
             Ok(())
         } else {
