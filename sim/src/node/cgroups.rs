@@ -5,8 +5,10 @@
 //! cluster. Requests set nothing here (a real kubelet turns them into `cpu.shares` only).
 //!
 //! cgroup v1 hierarchies only (`/sys/fs/cgroup/memory`, `/sys/fs/cgroup/cpu`): each container's
-//! group is made under the sim's own (`<own path>/kube-sim/<container id>`), so its use still counts
-//! against whatever limits the sim itself runs under. Where the hierarchy is missing or cannot be
+//! group is made under the sim's own (`<own path>/kube-sim/<sim pid>/<container id>`), so its use still
+//! counts against whatever limits the sim itself runs under. A sim process that ended before its groups
+//! were removed (killed, or a test that did not wait) leaves them empty; the next sim removes the groups
+//! of sim processes that are gone. Where the hierarchy is missing or cannot be
 //! written (cgroup v2 only, no root) the container runs without limits, said once in the log.
 
 use std::path::{Path, PathBuf};
@@ -133,11 +135,46 @@ fn own_path(controller: &str) -> Option<String> {
     })
 }
 
-/// Makes `<hierarchy>/<own path>/kube-sim/<id>` and writes `files` into it.
-fn make(controller: &str, id: &str, files: &[(&str, String)]) -> std::io::Result<PathBuf> {
+/// `<hierarchy>/<own path>/kube-sim`: the groups of every sim process under this one's parent group.
+fn sims_dir(controller: &str) -> std::io::Result<PathBuf> {
     let own = own_path(controller).ok_or_else(|| std::io::Error::other(format!("no v1 {controller} cgroup")))?;
-    let hierarchy = Path::new(ROOT).join(controller);
-    let dir = hierarchy.join(own.trim_start_matches('/')).join("kube-sim").join(id);
+    Ok(Path::new(ROOT)
+        .join(controller)
+        .join(own.trim_start_matches('/'))
+        .join("kube-sim"))
+}
+
+/// Removes the (empty) groups of sim processes that no longer run.
+fn sweep(sims: &Path) {
+    for entry in std::fs::read_dir(sims).into_iter().flatten().flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == std::process::id() || Path::new("/proc").join(pid.to_string()).exists() {
+            continue;
+        }
+        for group in std::fs::read_dir(entry.path()).into_iter().flatten().flatten() {
+            if group.file_type().is_ok_and(|t| t.is_dir()) {
+                let _ = std::fs::remove_dir(group.path());
+            }
+        }
+        let _ = std::fs::remove_dir(entry.path());
+    }
+}
+
+/// Makes `<hierarchy>/<own path>/kube-sim/<sim pid>/<id>` and writes `files` into it.
+fn make(controller: &str, id: &str, files: &[(&str, String)]) -> std::io::Result<PathBuf> {
+    let sims = sims_dir(controller)?;
+    static SWEPT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    {
+        let mut swept = SWEPT.lock().unwrap_or_else(|e| e.into_inner());
+        if !swept.iter().any(|c| c == controller) {
+            sweep(&sims);
+            swept.push(controller.to_owned());
+        }
+    }
+    let dir = sims.join(std::process::id().to_string()).join(id);
     std::fs::create_dir_all(&dir)?;
     for (file, value) in files {
         if let Err(error) = std::fs::write(dir.join(file), value) {
