@@ -267,15 +267,7 @@ async fn faults_fail_requests_and_make_the_server_unavailable() {
 async fn watch_over_websocket() {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let (sim, _dir) = common::start_sim(|_| {}).await;
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(sim.pki().ca_cert_der.clone()).unwrap();
-    let config =
-        rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let connector = common::tls_client(&sim);
     let connect = || async {
         let tcp = tokio::net::TcpStream::connect(sim.addr()).await.unwrap();
         let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();

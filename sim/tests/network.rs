@@ -6,7 +6,6 @@
 mod common;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::Arc;
 use std::time::Duration;
 
 use kube_sim::node::NodesConfig;
@@ -75,24 +74,12 @@ fn ready_ip(store: &Store, name: &str) -> Option<String> {
     ready.then(|| p["status"]["podIP"].as_str().map(str::to_string))?
 }
 
-/// A rustls client that trusts the sim's CA.
-fn tls_client(sim: &Sim) -> tokio_rustls::TlsConnector {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(sim.pki().ca_cert_der.clone()).unwrap();
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    tokio_rustls::TlsConnector::from(Arc::new(config))
-}
-
 /// GET over HTTPS to `addr`, verifying the certificate for the address itself.
 async fn https_get(sim: &Sim, addr: SocketAddr, path: &str) -> (u16, String) {
     use http_body_util::BodyExt;
     let tcp = TcpStream::connect(addr).await.unwrap();
     let name = rustls_pki_types::ServerName::IpAddress(addr.ip().into());
-    let tls = tls_client(sim)
+    let tls = common::tls_client(sim)
         .connect(name, tcp)
         .await
         .expect("TLS handshake, certificate valid for the IP");
@@ -772,7 +759,7 @@ async fn each_node_serves_the_kubelet_api() {
     let tcp = TcpStream::connect(node2).await.unwrap();
     let name = rustls_pki_types::ServerName::IpAddress(node2.ip().into());
     assert!(
-        tls_client(&sim).connect(name, tcp).await.is_err(),
+        common::tls_client(&sim).connect(name, tcp).await.is_err(),
         "no TLS from a stopped kubelet"
     );
     sim.nodes().start_node("sim-node-2").unwrap();

@@ -141,19 +141,9 @@ impl Answer {
 /// One request straight over hyper with the kubeconfig's bearer token (no client retries, so
 /// the test sees exactly what the server answered).
 async fn raw(sim: &Sim, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Answer {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(sim.pki().ca_cert_der.clone()).unwrap();
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
     let tcp = tokio::net::TcpStream::connect(sim.addr()).await.unwrap();
     let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(name, tcp)
-        .await
-        .unwrap();
+    let tls = common::tls_client(sim).connect(name, tcp).await.unwrap();
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await.unwrap();
     tokio::spawn(conn);
     let mut req = Request::builder()
@@ -390,19 +380,9 @@ async fn pod_proxy_errors_read_like_the_apiserver() {
 
 /// A GET without credentials.
 async fn unauthenticated_get(sim: &Sim, path: &str) -> u16 {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(sim.pki().ca_cert_der.clone()).unwrap();
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
     let tcp = tokio::net::TcpStream::connect(sim.addr()).await.unwrap();
     let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(name, tcp)
-        .await
-        .unwrap();
+    let tls = common::tls_client(sim).connect(name, tcp).await.unwrap();
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await.unwrap();
     tokio::spawn(conn);
     let req = Request::get(path)

@@ -6,6 +6,8 @@
 //! Spark driver fails without its Role and runs with it.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic in a test is a failed assertion
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -38,20 +40,9 @@ async fn call(
     body: Option<Value>,
     headers: &[(&str, &str)],
 ) -> (u16, Value, String) {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(sim.pki().ca_cert_der.clone()).unwrap();
-    let config =
-        rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_no_client_auth();
     let tcp = tokio::net::TcpStream::connect(sim.addr()).await.unwrap();
     let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
-    let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
-        .connect(name, tcp)
-        .await
-        .unwrap();
+    let tls = common::tls_client(sim).connect(name, tcp).await.unwrap();
     let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
         .await
         .unwrap();

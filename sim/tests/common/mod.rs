@@ -15,6 +15,19 @@ pub async fn start_sim(tune: impl FnOnce(&mut SimConfig)) -> (Sim, tempfile::Tem
     (sim, dir)
 }
 
+/// A rustls client that trusts the sim's CA.
+pub fn tls_client(sim: &Sim) -> tokio_rustls::TlsConnector {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(sim.pki().ca_cert_der.clone()).unwrap();
+    let config =
+        rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+    tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+}
+
 /// Waits for a future but fails the test instead of hanging forever.
 pub async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
     match tokio::time::timeout(Duration::from_secs(20), fut).await {
@@ -27,20 +40,9 @@ pub async fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) ->
 /// retries 429/503 by itself), so tests see exactly what the server answered.
 pub async fn raw_get(sim: &Sim, path: &str) -> (u16, serde_json::Value) {
     use http_body_util::BodyExt;
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(sim.pki().ca_cert_der.clone()).unwrap();
-    let config =
-        rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_no_client_auth();
     let tcp = tokio::net::TcpStream::connect(sim.addr()).await.unwrap();
     let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
-    let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
-        .connect(name, tcp)
-        .await
-        .unwrap();
+    let tls = tls_client(sim).connect(name, tcp).await.unwrap();
     let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
         .await
         .unwrap();
