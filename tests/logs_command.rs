@@ -7,13 +7,14 @@
 // Test code: a panic is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "support/cli.rs"]
+mod cli;
 #[path = "support/kube_access.rs"]
 mod kube_access;
 use kube_access::*;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::process::Output;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -96,18 +97,6 @@ async fn spark_pod(
     // Finished now (its lines are all written): the copy completes. (A finish time long ago would let the
     // store's age bound remove the application.)
     store.container_exited(&id, jiff::Timestamp::now().as_nanosecond() as i64);
-}
-
-async fn command(args: Vec<String>) -> Output {
-    tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_spark-operator"))
-            .args(args)
-            .env_remove("KUBECONFIG")
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap()
 }
 
 fn lines(prefix: &str, n: usize) -> Vec<String> {
@@ -257,19 +246,19 @@ async fn spark_operator_logs_prints_what_the_agents_hold_to_those_who_may_read_i
     let text = |lines: &[String]| lines.iter().map(|l| format!("{l}\n")).collect::<String>();
 
     // The current execution's driver, the namespace from the kubeconfig's context.
-    let shown = command(base(&[])).await;
+    let shown = cli::spark_operator(base(&[])).await;
     assert!(shown.status.success(), "{}", String::from_utf8_lossy(&shown.stderr));
     assert_eq!(String::from_utf8_lossy(&shown.stdout), text(&current));
     let warned = String::from_utf8_lossy(&shown.stderr);
     assert!(warned.contains("warning") && warned.contains("agent-a0"), "{warned}");
     // The first execution, and the current one's executor 1.
-    let shown = command(base(&["-n", JOBS, "--attempt", "1"])).await;
+    let shown = cli::spark_operator(base(&["-n", JOBS, "--attempt", "1"])).await;
     assert_eq!(String::from_utf8_lossy(&shown.stdout), text(&first));
-    let shown = command(base(&["--executor", "1", "--follow"])).await;
+    let shown = cli::spark_operator(base(&["--executor", "1", "--follow"])).await;
     assert_eq!(String::from_utf8_lossy(&shown.stdout), text(&executor));
 
     // Nothing to show: exit 1, saying why.
-    let missing = command(base(&["--executor", "7"])).await;
+    let missing = cli::spark_operator(base(&["--executor", "7"])).await;
     assert_eq!(missing.status.code(), Some(1));
     let why = String::from_utf8_lossy(&missing.stderr);
     assert!(
@@ -278,21 +267,21 @@ async fn spark_operator_logs_prints_what_the_agents_hold_to_those_who_may_read_i
     );
     let mut args = base(&[]);
     args[1] = "nope".into();
-    let missing = command(args).await;
+    let missing = cli::spark_operator(args).await;
     assert_eq!(missing.status.code(), Some(1));
     assert!(
         String::from_utf8_lossy(&missing.stderr).contains("SparkApplication spark-jobs/nope not found"),
         "{}",
         String::from_utf8_lossy(&missing.stderr)
     );
-    let attempt = command(base(&["--attempt", "3"])).await;
+    let attempt = cli::spark_operator(base(&["--attempt", "3"])).await;
     assert_eq!(attempt.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&attempt.stderr).contains("there is no execution 3"));
 
     // The sim's administrator has only a client certificate: no token to prove who it is.
     let mut args = base(&["-n", JOBS]);
     args[3] = cluster.sim.kubeconfig_path().display().to_string();
-    let refused = command(args).await;
+    let refused = cli::spark_operator(args).await;
     assert_eq!(refused.status.code(), Some(1));
     let why = String::from_utf8_lossy(&refused.stderr);
     assert!(
@@ -452,7 +441,7 @@ async fn logs_of_pods_deleted_at_once_are_whole_after_rotation_and_container_gc(
             .map(|s| (*s).to_owned())
             .collect();
         args.extend(extra.iter().map(|s| (*s).to_owned()));
-        command(args)
+        cli::spark_operator(args)
     };
     let in_order = |text: &str, n: usize| {
         let generated: Vec<&str> = text.lines().filter(|l| l.starts_with("log line ")).collect();

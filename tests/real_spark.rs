@@ -34,6 +34,8 @@
 // Test code: a panic is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "support/cli.rs"]
+mod cli;
 #[path = "support/kube_access.rs"]
 #[allow(dead_code)]
 mod kube_access;
@@ -222,15 +224,7 @@ impl RealSpark {
             self.reader.display().to_string(),
         ];
         args.extend(extra.iter().map(|a| (*a).to_owned()));
-        let output = tokio::task::spawn_blocking(move || {
-            std::process::Command::new(env!("CARGO_BIN_EXE_spark-operator"))
-                .args(args)
-                .env_remove("KUBECONFIG")
-                .output()
-                .unwrap()
-        })
-        .await
-        .unwrap();
+        let output = cli::spark_operator(args).await;
         (String::from_utf8_lossy(&output.stdout).into_owned(), output)
     }
 
