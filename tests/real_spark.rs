@@ -395,6 +395,21 @@ fn kubeflow(file: &str) -> String {
     .unwrap()
 }
 
+/// A Kubeflow example on another `apache/spark` tag, with the `sparkVersion` of that tag.
+fn on_image(yaml: &str, tag: &str) -> String {
+    let moved = yaml
+        .replace(
+            "image: docker.io/apache/spark:4.0.4",
+            &format!("image: docker.io/apache/spark:{tag}"),
+        )
+        .replace("sparkVersion: 4.0.4", &format!("sparkVersion: {tag}"));
+    assert!(
+        moved.contains(&format!("apache/spark:{tag}")) && moved.contains(&format!("sparkVersion: {tag}")),
+        "{moved}"
+    );
+    moved
+}
+
 async fn spark_pi_python(line: Line, yaml: String) {
     let spark = RealSpark::start(&[line], PodGc::Instant).await;
     spark.cluster.sim.audit().enable();
@@ -429,14 +444,7 @@ async fn spark_pi_python_completes_with_real_spark_3_5() {
     if !wanted("spark_pi_python_completes_with_real_spark_3_5") {
         return;
     }
-    let yaml = kubeflow("spark-pi-python.yaml")
-        .replace(
-            "image: docker.io/apache/spark:4.0.4",
-            "image: docker.io/apache/spark:3.5.3",
-        )
-        .replace("sparkVersion: 4.0.4", "sparkVersion: 3.5.3");
-    assert!(yaml.contains("apache/spark:3.5.3") && yaml.contains("sparkVersion: 3.5.3"));
-    spark_pi_python(SPARK_3_5, yaml).await;
+    spark_pi_python(SPARK_3_5, on_image(&kubeflow("spark-pi-python.yaml"), "3.5.3")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -585,12 +593,7 @@ async fn failing_applications_fail_as_spark_fails_them_and_the_fake_driver_agree
 /// timeout, on `image` of `line`: Spark adds executors for the backlog and removes idle ones between the
 /// waves; the status counts every executor pod there was, once, none left running.
 async fn dynamic_allocation(line: Line, image: &str) {
-    let yaml = kubeflow("spark-pi-dynamic-allocation.yaml")
-        .replace(
-            "image: docker.io/apache/spark:4.0.4",
-            &format!("image: docker.io/apache/spark:{image}"),
-        )
-        .replace("sparkVersion: 4.0.4", &format!("sparkVersion: {image}"))
+    let yaml = on_image(&kubeflow("spark-pi-dynamic-allocation.yaml"), image)
         .replace(
             "mainClass: org.apache.spark.examples.SparkPi",
             "mainClass: org.apache.spark.examples.sim.SparkPiInWaves",
@@ -602,7 +605,7 @@ async fn dynamic_allocation(line: Line, image: &str) {
              spark.dynamicAllocation.schedulerBacklogTimeout: 1s\n  mainApplicationFile:",
             1,
         );
-    assert!(yaml.contains("SparkPiInWaves") && yaml.contains("executorIdleTimeout") && yaml.contains(image));
+    assert!(yaml.contains("SparkPiInWaves") && yaml.contains("executorIdleTimeout"));
     let spark = RealSpark::start(&[line], PodGc::Instant).await;
     spark.cluster.sim.audit().enable();
     let pods = spark.record_pods();
@@ -766,12 +769,7 @@ async fn executors_built_from_the_template_alone_match_the_fake_drivers() {
         return;
     }
     // The image and version of the distribution, so Spark's own spark-version label is the tag's.
-    let yaml = kubeflow("spark-pi.yaml")
-        .replace(
-            "image: docker.io/apache/spark:4.0.4",
-            "image: docker.io/apache/spark:4.3.0",
-        )
-        .replace("sparkVersion: 4.0.4", "sparkVersion: 4.3.0")
+    let yaml = on_image(&kubeflow("spark-pi.yaml"), "4.3.0")
         .replace("  - \"5000\"\n", "  - \"20\"\n")
         .replacen(
             "  driver:\n",
