@@ -643,28 +643,6 @@ async fn sigkill_of_kube_sim_serve_leaves_no_process() {
     assert!(left.is_empty(), "processes left behind after SIGKILL: {left:?}");
 }
 
-/// Whether this machine lets the sim give containers cgroup v1 memory and cpu limits (root, both
-/// hierarchies writable): a group made and removed under this process's own.
-fn cgroups_writable() -> bool {
-    let own = |controller: &str| {
-        std::fs::read_to_string("/proc/self/cgroup").ok().and_then(|text| {
-            text.lines().find_map(|l| {
-                let mut parts = l.splitn(3, ':');
-                let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-                controllers.split(',').any(|c| c == controller).then(|| path.to_owned())
-            })
-        })
-    };
-    ["memory", "cpu"].iter().all(|controller| {
-        let Some(path) = own(controller) else { return false };
-        let dir = Path::new("/sys/fs/cgroup")
-            .join(controller)
-            .join(path.trim_start_matches('/'))
-            .join("kube-sim-probe");
-        std::fs::create_dir_all(&dir).is_ok() && std::fs::remove_dir(&dir).is_ok()
-    })
-}
-
 /// A container's limits are its cgroup's: its process finds its memory limit and CPU quota where a JVM
 /// looks for them (its groups in `/proc/self/cgroup` under `/sys/fs/cgroup`), and one that allocates
 /// past the memory limit is killed by the kernel: exit 137, `OOMKilled`.
@@ -673,8 +651,8 @@ async fn resource_limits_are_the_containers_cgroups() {
     if skip() {
         return;
     }
-    if !cgroups_writable() {
-        println!("SKIPPED: the cgroup v1 memory and cpu hierarchies cannot be written here");
+    if let Err(reason) = kube_sim::node::cgroups::supported() {
+        println!("SKIPPED: {reason}");
         return;
     }
     let _lock = machine_lock();

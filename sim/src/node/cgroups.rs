@@ -185,6 +185,21 @@ fn make(controller: &str, id: &str, files: &[(&str, String)]) -> std::io::Result
     Ok(dir)
 }
 
+/// Whether containers get their limits here: a group made and removed in both hierarchies, or why not.
+pub fn supported() -> Result<(), String> {
+    for controller in ["memory", "cpu"] {
+        let probe = sims_dir(controller)
+            .and_then(|sims| {
+                let dir = sims.join(format!("probe-{}", std::process::id()));
+                std::fs::create_dir_all(&dir)?;
+                std::fs::remove_dir(&dir)
+            })
+            .map_err(|e| format!("the cgroup v1 {controller} hierarchy cannot be written here: {e}"));
+        probe?;
+    }
+    Ok(())
+}
+
 /// The cgroup of container `id` with `limits`; None when it has no limits or they cannot be set here.
 pub(crate) fn create(id: &str, limits: Limits) -> Option<ContainerCgroup> {
     if limits.is_empty() {
@@ -194,19 +209,17 @@ pub(crate) fn create(id: &str, limits: Limits) -> Option<ContainerCgroup> {
     let memory = limits.memory_bytes.and_then(|bytes| {
         // No swap for the container, as runc sets memsw to the limit where swap is accounted.
         let mut files = vec![("memory.limit_in_bytes", bytes.to_string())];
-        if own_path("memory").is_some_and(|own| {
-            Path::new(ROOT)
-                .join("memory")
-                .join(own.trim_start_matches('/'))
-                .join("memory.memsw.limit_in_bytes")
-                .exists()
-        }) {
+        let accounted = sims_dir("memory")
+            .ok()
+            .and_then(|sims| Some(sims.parent()?.join("memory.memsw.limit_in_bytes").exists()));
+        if accounted == Some(true) {
             files.push(("memory.memsw.limit_in_bytes", bytes.to_string()));
         }
         made("memory", make("memory", id, &files))
     });
     let cpu = limits.cpu_millis.and_then(|millis| {
-        let quota = (millis * CFS_PERIOD_US / 1000).max(MIN_QUOTA_US);
+        // Saturating: an absurd limit is refused by the kernel (logged), not an overflow here.
+        let quota = (millis.saturating_mul(CFS_PERIOD_US) / 1000).max(MIN_QUOTA_US);
         let files = [
             ("cpu.cfs_period_us", CFS_PERIOD_US.to_string()),
             ("cpu.cfs_quota_us", quota.to_string()),

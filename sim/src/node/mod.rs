@@ -20,7 +20,7 @@
 //! Everything follows one change feed of the store (`hub.rs`); nothing polls per pod.
 
 mod allocation;
-mod cgroups;
+pub mod cgroups;
 mod config;
 mod containers;
 pub mod cri;
