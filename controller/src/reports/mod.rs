@@ -6,6 +6,8 @@
 //!   cached briefly; only the configured ServiceAccounts are accepted.
 //! - [`apply`]: pure: what one report does to a status (recorded, already there, never recordable, or no
 //!   room now).
+//! - [`group_commit`]: reports of one application waiting for one status write together, each answered
+//!   when the write that took it ends.
 //! - [`server`]: the gRPC service over TLS: validate, read the application, apply, write the status
 //!   conditionally, then answer.
 //!
@@ -15,6 +17,7 @@
 
 pub mod apply;
 pub mod auth;
+pub mod group_commit;
 pub mod server;
 
 use spark_operator_runtime::args::{Listen, parse_listen};

@@ -42,6 +42,7 @@ use tokio_rustls::TlsAcceptor;
 use super::ReceiverArgs;
 use super::apply::{self, Applied, Report, Whose};
 use super::auth::Authenticator;
+use super::group_commit::GroupCommit;
 use crate::app::status;
 use crate::metrics::ReportMetrics;
 use crate::pod::SparkPod;
@@ -306,11 +307,7 @@ struct Inner {
 }
 
 /// The reports waiting for one application's next status write, and the turn to write it.
-#[derive(Default)]
-struct AppQueue {
-    waiting: Mutex<Vec<(Report, tokio::sync::oneshot::Sender<Outcome>)>>,
-    writer: tokio::sync::Mutex<()>,
-}
+type AppQueue = GroupCommit<Report, Outcome>;
 
 /// How recording one report went.
 #[derive(Clone)]
@@ -409,30 +406,14 @@ impl Inner {
         }
     }
 
-    /// Records a report in its application's status; the outcome is known only after the write. The
-    /// report waits in its application's queue; whoever takes the turn to write takes every report
-    /// waiting, so at a high rate of ends one write records many.
+    /// Records a report in its application's status; the outcome is known only after the write. Reports
+    /// of one application go out together ([`GroupCommit`]), so at a high rate of ends one write records
+    /// many.
     async fn record(&self, report: &Report) -> Outcome {
-        let queue = self.queue(&report.namespace, &report.app);
-        let (sender, outcome) = tokio::sync::oneshot::channel();
-        queue
-            .waiting
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push((report.clone(), sender));
-        {
-            let _turn = queue.writer.lock().await;
-            let batch = std::mem::take(&mut *queue.waiting.lock().unwrap_or_else(PoisonError::into_inner));
-            if !batch.is_empty() {
-                let (reports, senders): (Vec<Report>, Vec<_>) = batch.into_iter().unzip();
-                for (sender, outcome) in senders.into_iter().zip(self.record_all(&reports).await) {
-                    let _ = sender.send(outcome);
-                }
-            }
-        }
-        outcome
+        self.queue(&report.namespace, &report.app)
+            .submit(report.clone(), |reports| async move { self.record_all(&reports).await })
             .await
-            .unwrap_or_else(|_| Outcome::Retry("the write recording this report was cancelled".into()))
+            .unwrap_or_else(|| Outcome::Retry("the write recording this report was cancelled".into()))
     }
 
     /// Records `reports` of one application in one status write (read, apply each, write conditionally;
