@@ -166,8 +166,8 @@ pub struct Tracker {
     failures: SparkApplicationStatus,
     /// Bumped on every change, so a reconcile knows whether to write.
     pub generation: u64,
-    /// When node agents' reports were last folded into this tracker (their folds are paced).
-    pub last_fold: Option<std::time::Instant>,
+    /// When the leader last wrote this application's status (writes of executors only are paced).
+    pub last_write: Option<std::time::Instant>,
     /// The uid of this submission's driver pod, once seen: executors count only when owned by it.
     pub driver_uid: Option<String>,
     /// Pending executors unschedulable for lack of room, by pod name: since when.
@@ -556,6 +556,13 @@ impl Executors {
     pub fn get(&self, namespace: &str, app: &str, submission_id: &str) -> Option<&Tracker> {
         self.trackers
             .get(&(namespace.to_owned(), app.to_owned()))
+            .filter(|t| t.submission_id == submission_id)
+    }
+
+    /// The tracker of `submission_id`, to change it.
+    pub fn get_mut(&mut self, namespace: &str, app: &str, submission_id: &str) -> Option<&mut Tracker> {
+        self.trackers
+            .get_mut(&(namespace.to_owned(), app.to_owned()))
             .filter(|t| t.submission_id == submission_id)
     }
 

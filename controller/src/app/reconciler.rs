@@ -359,10 +359,10 @@ async fn reconcile_once(app: &Arc<SparkApplication>, api: &Api<SparkApplication>
     if actions.contains(&Do::RecordSpecHash) {
         current = Arc::new(record_spec_hash(api, &current, &hash).await?);
     }
-    let (written, fold_in) = write_status(ctx, api, &current, wanted, &transitions, &notices).await?;
+    let (written, write_in) = write_status(ctx, api, &current, wanted, &transitions, &notices).await?;
     current = written;
 
-    let mut requeue = match (requeue, fold_in) {
+    let mut requeue = match (requeue, write_in) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     };
@@ -523,13 +523,46 @@ async fn record_spec_hash(
         })
 }
 
-/// How often an application's reported executor ends are folded into its counts while it runs.
-const FOLD_INTERVAL: Duration = Duration::from_millis(500);
-/// Reported executor ends waiting that are folded at once, whenever the last fold was.
+/// How often a running application's status is written when only its executors changed (their counts
+/// and records, the node agents' reports folded into them).
+const EXECUTOR_WRITE_INTERVAL: Duration = Duration::from_millis(500);
+/// Reported executor ends waiting that are folded and written at once, whenever the last write was.
 const FOLD_AT_ONCE: usize = 64;
 
-/// Renders the executors into `wanted`, fits the byte budget, and writes if anything changed; then
-/// publishes the transitions' events and metrics. Returns the application as stored.
+/// How long a status write waits, if at all. While an application runs, a write that changes only its
+/// executors goes out at most every [`EXECUTOR_WRITE_INTERVAL`] after this leader's last write: at
+/// dynamic-allocation churn every executor's start and end would otherwise be a write, and those writes
+/// would conflict with the receivers' conditional writes of the agents' reports (each conflict is a read
+/// and a write again on both sides). The executors are in the tracker meanwhile (the truth; the status
+/// is its view); a state change, a terminal state or a long list of reports waiting goes out at once.
+fn executor_write_wait(
+    stored: Option<&SparkApplicationStatus>,
+    wanted: &SparkApplicationStatus,
+    since_last_write: Option<Duration>,
+) -> Option<Duration> {
+    let (stored, since) = (stored?, since_last_write?);
+    if since >= EXECUTOR_WRITE_INTERVAL
+        || wanted.application_state.state.is_terminal()
+        || stored.uncounted_executor_terminations.len() >= FOLD_AT_ONCE
+    {
+        return None;
+    }
+    let mut without_executors = wanted.clone();
+    without_executors.executor_counts.clone_from(&stored.executor_counts);
+    without_executors.executor_state.clone_from(&stored.executor_state);
+    without_executors.recent_executors.clone_from(&stored.recent_executors);
+    without_executors
+        .recent_executor_failures
+        .clone_from(&stored.recent_executor_failures);
+    without_executors
+        .uncounted_executor_terminations
+        .clone_from(&stored.uncounted_executor_terminations);
+    status::unchanged(Some(stored), &without_executors).then(|| EXECUTOR_WRITE_INTERVAL - since)
+}
+
+/// Renders the executors into `wanted`, fits the byte budget, and writes if anything changed (unless the
+/// write waits: [`executor_write_wait`]); then publishes the transitions' events and metrics. Returns the
+/// application as stored, and when a write that waits is due.
 async fn write_status(
     ctx: &Ctx,
     api: &Api<SparkApplication>,
@@ -540,11 +573,12 @@ async fn write_status(
 ) -> Result<(Arc<SparkApplication>, Option<Duration>), Error> {
     let namespace = app.metadata.namespace.as_deref().unwrap_or_default();
     let name = app.metadata.name.clone().unwrap_or_default();
-    let mut fold_in = None;
+    let mut since_last_write = None;
     if let Ok(mut executors) = ctx.executors.lock() {
-        fold_in = fold_reports(ctx, &mut executors, app, &mut wanted);
+        fold_reports(ctx, &mut executors, app, &mut wanted);
         if let Some(tracker) = executors.get(namespace, &name, &wanted.submission_id) {
             tracker.render(&mut wanted);
+            since_last_write = tracker.last_write.map(|t| t.elapsed());
         }
     }
     // Room is left for the node agents' reports, which any replica adds between two of these writes.
@@ -557,7 +591,10 @@ async fn write_status(
     }
     let stored = app.status.as_ref();
     if status::unchanged(stored, &wanted) {
-        return Ok((app.clone(), fold_in));
+        return Ok((app.clone(), None));
+    }
+    if let Some(wait) = executor_write_wait(stored, &wanted, since_last_write) {
+        return Ok((app.clone(), Some(wait)));
     }
     let rv = app.metadata.resource_version.clone().unwrap_or_default();
     let written = match status::write(api, &name, stored, &wanted, &rv).await {
@@ -569,6 +606,11 @@ async fn write_status(
             return Err(error.into());
         }
     };
+    if let Ok(mut executors) = ctx.executors.lock()
+        && let Some(tracker) = executors.get_mut(namespace, &name, &wanted.submission_id)
+    {
+        tracker.last_write = Some(std::time::Instant::now());
+    }
     ctx.metrics.status_writes.inc();
     ctx.metrics.status_bytes.observe(fit.bytes as f64);
     record_metrics(ctx, app, stored, &wanted);
@@ -594,38 +636,32 @@ async fn write_status(
         );
         ctx.events.notice(&written, notice).await;
     }
-    Ok((Arc::new(written), fold_in))
+    Ok((Arc::new(written), None))
 }
 
 /// Moves the executor terminations node agents reported (`status.uncountedExecutorTerminations`, as
 /// read) into the tracker of the current submission, and clears them from `wanted`: the counts and the
-/// cleared list go out in the same conditional write. If that write conflicts, the next attempt reads
-/// the list again and folds it again, which changes nothing twice (`Tracker::fold_report`).
+/// cleared list go out in the same conditional write. If that write conflicts or waits
+/// ([`executor_write_wait`]), the next attempt reads the list again and folds it again, which changes
+/// nothing twice (`Tracker::fold_report`).
 fn fold_reports(
     ctx: &Ctx,
     executors: &mut crate::app::executors::Executors,
     app: &SparkApplication,
     wanted: &mut SparkApplicationStatus,
-) -> Option<Duration> {
-    let stored = app.status.as_ref()?;
+) {
+    let Some(stored) = app.status.as_ref() else {
+        return;
+    };
     // Another submission was claimed in this decision: the old run's reports went with it.
     if stored.uncounted_executor_terminations.is_empty() || stored.submission_id != wanted.submission_id {
-        return None;
+        return;
     }
     let namespace = app.metadata.namespace.as_deref().unwrap_or_default();
     let name = app.metadata.name.as_deref().unwrap_or_default();
-    let tracker = executors.tracker_for(namespace, name, &stored.submission_id, || Some(stored.clone()))?;
-    // Paced while the application runs: every report the receivers record triggers a reconcile, and a
-    // fold written for each would make their next writes conflict. The reports wait in the status
-    // (recorded, and acknowledged); a terminal state or a long list folds at once.
-    let since = tracker.last_fold.map(|t| t.elapsed());
-    if !wanted.application_state.state.is_terminal()
-        && stored.uncounted_executor_terminations.len() < FOLD_AT_ONCE
-        && let Some(since) = since.filter(|s| *s < FOLD_INTERVAL)
-    {
-        return Some(FOLD_INTERVAL - since);
-    }
-    tracker.last_fold = Some(std::time::Instant::now());
+    let Some(tracker) = executors.tracker_for(namespace, name, &stored.submission_id, || Some(stored.clone())) else {
+        return;
+    };
     let before = tracker.counts().clone();
     let now = Timestamp::now();
     let folded = stored
@@ -639,15 +675,16 @@ fn fold_reports(
         .add(u64::try_from(after.completed.saturating_sub(before.completed)).unwrap_or(0));
     m.executor_failure_count
         .add(u64::try_from(after.failed.saturating_sub(before.failed)).unwrap_or(0));
-    tracing::debug!(
-        app = name,
-        namespace,
-        reported = stored.uncounted_executor_terminations.len(),
-        folded,
-        "counted the executor terminations node agents reported"
-    );
+    if folded > 0 {
+        tracing::debug!(
+            app = name,
+            namespace,
+            reported = stored.uncounted_executor_terminations.len(),
+            folded,
+            "counted the executor terminations node agents reported"
+        );
+    }
     wanted.uncounted_executor_terminations.clear();
-    None
 }
 
 /// Kubeflow's application metrics, plus how long a driver's exit took to reach the status.
@@ -1077,5 +1114,77 @@ async fn release_orphans(ctx: &Ctx, namespace: &str, app: &str) {
         {
             tracing::warn!(error = %ErrorChain(&error), "could not release an orphaned driver pod");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use spark_operator_api::state::ApplicationStateType as S;
+    use spark_operator_api::status::{ExecutorCounts, TerminationRecord};
+
+    use super::*;
+
+    fn running() -> SparkApplicationStatus {
+        let mut status = SparkApplicationStatus::default();
+        status.application_state.state = S::Running;
+        status.submission_id = "s1".into();
+        status
+    }
+
+    fn with_executors(mut status: SparkApplicationStatus, running: i64) -> SparkApplicationStatus {
+        status.executor_counts = Some(ExecutorCounts {
+            running,
+            ..ExecutorCounts::default()
+        });
+        status
+    }
+
+    const JUST_NOW: Option<Duration> = Some(Duration::from_millis(100));
+
+    #[test]
+    fn a_write_of_only_executors_waits_for_the_interval_after_the_last_write() {
+        let stored = with_executors(running(), 1);
+        let wanted = with_executors(running(), 2);
+        assert_eq!(
+            executor_write_wait(Some(&stored), &wanted, JUST_NOW),
+            Some(EXECUTOR_WRITE_INTERVAL - Duration::from_millis(100))
+        );
+        // The reports folded (the list cleared) are executors' too.
+        let mut reported = stored.clone();
+        reported
+            .uncounted_executor_terminations
+            .push(TerminationRecord::default());
+        assert!(executor_write_wait(Some(&reported), &wanted, JUST_NOW).is_some());
+        // Once the interval has passed, or before this leader wrote at all: at once.
+        assert_eq!(
+            executor_write_wait(Some(&stored), &wanted, Some(EXECUTOR_WRITE_INTERVAL)),
+            None
+        );
+        assert_eq!(executor_write_wait(Some(&stored), &wanted, None), None);
+    }
+
+    #[test]
+    fn anything_but_executors_is_written_at_once() {
+        let stored = with_executors(running(), 1);
+        let mut transition = with_executors(running(), 2);
+        transition.application_state.state = S::Succeeding;
+        assert_eq!(executor_write_wait(Some(&stored), &transition, JUST_NOW), None);
+        let mut other = with_executors(running(), 2);
+        other.driver_info.pod_name = "driver".into();
+        assert_eq!(executor_write_wait(Some(&stored), &other, JUST_NOW), None);
+        let mut terminal = with_executors(running(), 2);
+        terminal.application_state.state = S::Completed;
+        let mut was_terminal = stored.clone();
+        was_terminal.application_state.state = S::Completed;
+        assert_eq!(executor_write_wait(Some(&was_terminal), &terminal, JUST_NOW), None);
+        assert_eq!(executor_write_wait(None, &terminal, JUST_NOW), None);
+    }
+
+    #[test]
+    fn a_long_list_of_reports_waiting_is_folded_at_once() {
+        let mut stored = with_executors(running(), 1);
+        stored.uncounted_executor_terminations = vec![TerminationRecord::default(); FOLD_AT_ONCE];
+        let wanted = with_executors(running(), 2);
+        assert_eq!(executor_write_wait(Some(&stored), &wanted, JUST_NOW), None);
     }
 }
