@@ -319,7 +319,14 @@ fn apply_executor(status: &mut SparkApplicationStatus, report: &Report, budget: 
     }
     let mut without_tail = record.clone();
     without_tail.log_tail = None;
-    for candidate in [record.clone(), without_tail] {
+    // Once counted, only a failure keeps its log tail (`recentExecutorFailures`): a success's tail would
+    // only weigh on every status write and watch event until the leader counts it.
+    let candidates = if record.succeeded() {
+        vec![without_tail]
+    } else {
+        vec![record.clone(), without_tail]
+    };
+    for candidate in candidates {
         status.uncounted_executor_terminations.push(candidate);
         if status::size(status) <= budget {
             return Applied::Changed;
@@ -507,6 +514,24 @@ mod tests {
         ));
         assert_eq!(s.uncounted_executor_terminations.len(), 1);
         assert_eq!(s.driver_termination, None);
+    }
+
+    #[test]
+    fn only_a_failed_executor_keeps_its_log_tail_while_it_waits() {
+        let mut s = status();
+        assert_eq!(apply(&mut s, &report(Role::Executor), BUDGET), Applied::Changed);
+        let mut succeeded = report(Role::Executor);
+        succeeded.container_id = "c-exec-4".into();
+        succeeded.record.container_id = Some("c-exec-4".into());
+        succeeded.record.pod_name = "pi-exec-4".into();
+        succeeded.record.exit_code = Some(0);
+        assert_eq!(apply(&mut s, &succeeded, BUDGET), Applied::Changed);
+        let tails: Vec<_> = s
+            .uncounted_executor_terminations
+            .iter()
+            .map(|r| (r.exit_code, r.log_tail.as_deref()))
+            .collect();
+        assert_eq!(tails, [(Some(1), Some("line 1\nline 2\n")), (Some(0), None)]);
     }
 
     fn counted(state: ExecutorState) -> SparkApplicationStatus {
