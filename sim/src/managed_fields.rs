@@ -358,6 +358,102 @@ pub fn write(obj: &mut Value, entries: &[ManagedEntry]) {
     }
 }
 
+/// The paths (`in_scope`) a write from `old` to `new` changed (set anew, or a leaf's value changed; list
+/// items only count when new) and removed. Subtrees equal on both sides are skipped without listing
+/// their fields: a kubelet's status update leaves the spec and metadata as they were, and walking them
+/// on every write was most of a simulated API server's time under pod churn.
+fn changes(
+    old: Option<&Value>,
+    new: &Value,
+    schema: &KindSchema<'_>,
+    in_scope: &dyn Fn(&FieldPath) -> bool,
+) -> (BTreeSet<FieldPath>, BTreeSet<FieldPath>) {
+    let mut changes = Changes {
+        schema,
+        in_scope,
+        changed: BTreeSet::new(),
+        removed: BTreeSet::new(),
+    };
+    match old {
+        Some(old) => changes.diff(old, new, &mut Vec::new(), &mut Vec::new()),
+        None => {
+            let mut all = BTreeSet::new();
+            walk(new, schema, false, &mut Vec::new(), &mut Vec::new(), &mut all);
+            changes.changed = all.into_iter().filter(|p| in_scope(p)).collect();
+        }
+    }
+    (changes.changed, changes.removed)
+}
+
+struct Changes<'s, 'k> {
+    schema: &'s KindSchema<'k>,
+    in_scope: &'s dyn Fn(&FieldPath) -> bool,
+    changed: BTreeSet<FieldPath>,
+    removed: BTreeSet<FieldPath>,
+}
+
+impl Changes<'_, '_> {
+    /// Compares the subtrees `old` and `new` at `path` (`names`: its field names, for the schema).
+    fn diff<'v>(&mut self, old: &'v Value, new: &'v Value, path: &mut FieldPath, names: &mut Vec<&'v str>) {
+        if old == new {
+            // The same fields, with the same values.
+            return;
+        }
+        let descend = |v: &Value| matches!(v, Value::Object(m) if !m.is_empty());
+        if !(descend(old) && descend(new)) || self.schema.map_is_atomic(names) {
+            return self.compare_whole(old, new, path, names);
+        }
+        let (Value::Object(o), Value::Object(n)) = (old, new) else {
+            return;
+        };
+        // The fields of a map are the union of its members' (as `walk` lists them).
+        for (k, nv) in n {
+            path.push(PathElement::Field(k.clone()));
+            if !ignored(path) {
+                names.push(k.as_str());
+                match o.get(k) {
+                    Some(ov) => self.diff(ov, nv, path, names),
+                    None => {
+                        let mut added = BTreeSet::new();
+                        walk(nv, self.schema, false, path, names, &mut added);
+                        self.changed.extend(added.into_iter().filter(|p| (self.in_scope)(p)));
+                    }
+                }
+                names.pop();
+            }
+            path.pop();
+        }
+        for (k, ov) in o.iter().filter(|(k, _)| !n.contains_key(*k)) {
+            path.push(PathElement::Field(k.clone()));
+            if !ignored(path) {
+                names.push(k.as_str());
+                let mut gone = BTreeSet::new();
+                walk(ov, self.schema, false, path, names, &mut gone);
+                self.removed.extend(gone.into_iter().filter(|p| (self.in_scope)(p)));
+                names.pop();
+            }
+            path.pop();
+        }
+    }
+
+    /// Lists every field of both subtrees and compares them (lists, leaves, atomic maps).
+    fn compare_whole<'v>(&mut self, old: &'v Value, new: &'v Value, path: &mut FieldPath, names: &mut Vec<&'v str>) {
+        let base = path.len();
+        let (mut old_set, mut new_set) = (BTreeSet::new(), BTreeSet::new());
+        walk(old, self.schema, false, path, names, &mut old_set);
+        walk(new, self.schema, false, path, names, &mut new_set);
+        for p in new_set.iter().filter(|p| (self.in_scope)(p)) {
+            let leaf = matches!(p.last(), Some(PathElement::Field(_) | PathElement::Index(_)));
+            if !old_set.contains(p) || (leaf && value_at(new, &p[base..]) != value_at(old, &p[base..])) {
+                self.changed.insert(p.clone());
+            }
+        }
+        for p in old_set.difference(&new_set).filter(|p| (self.in_scope)(p)) {
+            self.removed.insert(p.clone());
+        }
+    }
+}
+
 /// Records a non-apply write by `manager`: it takes over every field it changed, and fields that
 /// disappeared leave every manager. Only paths `in_scope` are tracked for this write.
 #[allow(clippy::too_many_arguments)]
@@ -372,37 +468,14 @@ pub fn record_update(
     in_scope: &dyn Fn(&FieldPath) -> bool,
 ) {
     let mut entries = old.map(read).unwrap_or_default();
-    let scoped = |v: &Value| FieldSet {
-        paths: FieldSet::of(v, schema, false)
-            .paths
-            .into_iter()
-            .filter(|p| in_scope(p))
-            .collect(),
-    };
-    let new_set = scoped(new);
-    let old_set = old.map(scoped).unwrap_or_default();
-    // Leaves compare by value; list items (k:/v:) only count when they are new.
-    let changed: BTreeSet<FieldPath> = new_set
-        .paths
-        .iter()
-        .filter(|p| match old {
-            None => true,
-            Some(o) => {
-                !old_set.paths.contains(*p)
-                    || (matches!(p.last(), Some(PathElement::Field(_) | PathElement::Index(_)))
-                        && value_at(new, p) != value_at(o, p))
-            }
-        })
-        .cloned()
-        .collect();
-    let removed = old_set.difference(&new_set);
+    let (changed, removed) = changes(old, new, schema, in_scope);
     if changed.is_empty() && removed.is_empty() {
         if old.is_some() {
             write(new, &entries);
         }
         return;
     }
-    let changed = FieldSet { paths: changed };
+    let (changed, removed) = (FieldSet { paths: changed }, FieldSet { paths: removed });
     for e in entries.iter_mut() {
         e.fields = e.fields.difference(&changed).difference(&removed);
     }
@@ -447,6 +520,131 @@ mod tests {
         assert!(v1.get("f:apiVersion").is_none());
         assert!(v1["f:metadata"].get("f:name").is_none());
         assert_eq!(FieldSet::from_fields_v1(&v1), set);
+    }
+
+    /// The changes as they were computed before `changes` skipped equal subtrees: every field of both
+    /// sides listed and compared.
+    fn changes_by_listing_everything(
+        old: &Value,
+        new: &Value,
+        schema: &KindSchema<'_>,
+        in_scope: &dyn Fn(&FieldPath) -> bool,
+    ) -> (BTreeSet<FieldPath>, BTreeSet<FieldPath>) {
+        let scoped = |v: &Value| FieldSet {
+            paths: FieldSet::of(v, schema, false)
+                .paths
+                .into_iter()
+                .filter(|p| in_scope(p))
+                .collect(),
+        };
+        let (new_set, old_set) = (scoped(new), scoped(old));
+        let changed = new_set
+            .paths
+            .iter()
+            .filter(|p| {
+                !old_set.paths.contains(*p)
+                    || (matches!(p.last(), Some(PathElement::Field(_) | PathElement::Index(_)))
+                        && value_at(new, p) != value_at(old, p))
+            })
+            .cloned()
+            .collect();
+        (changed, old_set.difference(&new_set).paths)
+    }
+
+    /// A deterministic stream of choices (xorshift), so a failure replays.
+    struct Choices(u64);
+
+    impl Choices {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            (self.0 % n.max(1) as u64) as usize
+        }
+    }
+
+    /// Changes one random place of `v`: a leaf's value, a field added or removed, a list item added,
+    /// removed or re-keyed, a map emptied.
+    fn mutate(v: &mut Value, choices: &mut Choices, depth: usize) {
+        let pick = choices.below(10);
+        match v {
+            Value::Object(m) if !m.is_empty() && depth < 6 && pick < 7 => {
+                let keys: Vec<String> = m.keys().cloned().collect();
+                let k = &keys[choices.below(keys.len())];
+                if let Some(child) = m.get_mut(k) {
+                    mutate(child, choices, depth + 1);
+                }
+            }
+            Value::Object(m) => match pick {
+                7 if !m.is_empty() => {
+                    let keys: Vec<String> = m.keys().cloned().collect();
+                    m.remove(&keys[choices.below(keys.len())]);
+                }
+                8 => {
+                    m.insert(format!("added{}", choices.below(3)), json!(choices.below(3)));
+                }
+                _ => m.clear(),
+            },
+            Value::Array(items) if !items.is_empty() && depth < 6 && pick < 6 => {
+                let i = choices.below(items.len());
+                mutate(&mut items[i], choices, depth + 1);
+            }
+            Value::Array(items) => match pick {
+                6 | 7 if !items.is_empty() => {
+                    items.remove(choices.below(items.len()));
+                }
+                _ => {
+                    let copy = items.first().cloned().unwrap_or(json!("x"));
+                    items.push(copy);
+                }
+            },
+            leaf => *leaf = json!(format!("v{}", choices.below(4))),
+        }
+    }
+
+    #[test]
+    fn skipping_equal_subtrees_finds_the_same_changes_as_listing_every_field() {
+        let schema = pod_schema();
+        let pod = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": { "name": "p", "namespace": "default", "resourceVersion": "7",
+                          "labels": { "spark-role": "executor", "a": "1" }, "finalizers": ["x", "y"],
+                          "ownerReferences": [{ "apiVersion": "v1", "kind": "Pod", "name": "d", "uid": "u" }],
+                          "managedFields": [{ "manager": "m" }] },
+            "spec": { "nodeName": "n1", "nodeSelector": { "disk": "ssd" },
+                      "containers": [{ "name": "c", "image": "i", "args": ["a", "b"],
+                                       "ports": [{ "containerPort": 80, "protocol": "TCP" }],
+                                       "env": [{ "name": "E", "value": "1" }], "resources": {} }],
+                      "tolerations": [{ "key": "k", "operator": "Exists" }] },
+            "status": { "phase": "Running",
+                        "conditions": [{ "type": "Ready", "status": "True" }, { "type": "PodScheduled", "status": "True" }],
+                        "containerStatuses": [{ "name": "c", "ready": true, "state": { "running": { "startedAt": "t" } } }],
+                        "podIPs": [{ "ip": "127.0.0.2" }] }
+        });
+        let scopes: [&dyn Fn(&FieldPath) -> bool; 2] = [&|_| true, &|p: &FieldPath| {
+            p.first() == Some(&PathElement::Field("status".into()))
+        }];
+        let mut choices = Choices(0x9e37_79b9_7f4a_7c15);
+        let mut differing = 0;
+        for round in 0..2000 {
+            let mut old = pod.clone();
+            for _ in 0..choices.below(3) {
+                mutate(&mut old, &mut choices, 0);
+            }
+            let mut new = old.clone();
+            for _ in 0..=choices.below(3) {
+                mutate(&mut new, &mut choices, 0);
+            }
+            for in_scope in scopes {
+                let expected = changes_by_listing_everything(&old, &new, &schema, in_scope);
+                let found = changes(Some(&old), &new, &schema, in_scope);
+                assert_eq!(found, expected, "round {round}: {old} -> {new}");
+                differing += usize::from(!expected.0.is_empty() || !expected.1.is_empty());
+            }
+        }
+        assert!(differing > 2000, "most rounds change something: {differing}");
+        let created = changes(None, &pod, &schema, &|_| true).0;
+        assert_eq!(created, FieldSet::of(&pod, &schema, false).paths);
     }
 
     #[test]
