@@ -376,11 +376,7 @@ fn changes(
     };
     match old {
         Some(old) => changes.diff(old, new, &mut Vec::new(), &mut Vec::new()),
-        None => {
-            let mut all = BTreeSet::new();
-            walk(new, schema, false, &mut Vec::new(), &mut Vec::new(), &mut all);
-            changes.changed = all.into_iter().filter(|p| in_scope(p)).collect();
-        }
+        None => changes.changed = changes.listed(new, &mut Vec::new(), &mut Vec::new()),
     }
     (changes.changed, changes.removed)
 }
@@ -399,58 +395,61 @@ impl Changes<'_, '_> {
             // The same fields, with the same values.
             return;
         }
-        let descend = |v: &Value| matches!(v, Value::Object(m) if !m.is_empty());
-        if !(descend(old) && descend(new)) || self.schema.map_is_atomic(names) {
-            return self.compare_whole(old, new, path, names);
-        }
-        let (Value::Object(o), Value::Object(n)) = (old, new) else {
-            return;
-        };
-        // The fields of a map are the union of its members' (as `walk` lists them).
-        for (k, nv) in n {
-            path.push(PathElement::Field(k.clone()));
-            if !ignored(path) {
-                names.push(k.as_str());
-                match o.get(k) {
-                    Some(ov) => self.diff(ov, nv, path, names),
-                    None => {
-                        let mut added = BTreeSet::new();
-                        walk(nv, self.schema, false, path, names, &mut added);
-                        self.changed.extend(added.into_iter().filter(|p| (self.in_scope)(p)));
+        match (old, new) {
+            // The fields of a map are the union of its members' (as `walk` lists them).
+            (Value::Object(o), Value::Object(n))
+                if !o.is_empty() && !n.is_empty() && !self.schema.map_is_atomic(names) =>
+            {
+                for (k, nv) in n {
+                    path.push(PathElement::Field(k.clone()));
+                    if !ignored(path) {
+                        names.push(k.as_str());
+                        match o.get(k) {
+                            Some(ov) => self.diff(ov, nv, path, names),
+                            None => {
+                                let added = self.listed(nv, path, names);
+                                self.changed.extend(added);
+                            }
+                        }
+                        names.pop();
                     }
+                    path.pop();
                 }
-                names.pop();
+                for (k, ov) in o.iter().filter(|(k, _)| !n.contains_key(*k)) {
+                    path.push(PathElement::Field(k.clone()));
+                    if !ignored(path) {
+                        names.push(k.as_str());
+                        let gone = self.listed(ov, path, names);
+                        self.removed.extend(gone);
+                        names.pop();
+                    }
+                    path.pop();
+                }
             }
-            path.pop();
-        }
-        for (k, ov) in o.iter().filter(|(k, _)| !n.contains_key(*k)) {
-            path.push(PathElement::Field(k.clone()));
-            if !ignored(path) {
-                names.push(k.as_str());
-                let mut gone = BTreeSet::new();
-                walk(ov, self.schema, false, path, names, &mut gone);
-                self.removed.extend(gone.into_iter().filter(|p| (self.in_scope)(p)));
-                names.pop();
-            }
-            path.pop();
+            _ => self.compare_whole(old, new, path, names),
         }
     }
 
     /// Lists every field of both subtrees and compares them (lists, leaves, atomic maps).
     fn compare_whole<'v>(&mut self, old: &'v Value, new: &'v Value, path: &mut FieldPath, names: &mut Vec<&'v str>) {
         let base = path.len();
-        let (mut old_set, mut new_set) = (BTreeSet::new(), BTreeSet::new());
-        walk(old, self.schema, false, path, names, &mut old_set);
-        walk(new, self.schema, false, path, names, &mut new_set);
-        for p in new_set.iter().filter(|p| (self.in_scope)(p)) {
+        let old_set = self.listed(old, path, names);
+        let new_set = self.listed(new, path, names);
+        for p in &new_set {
             let leaf = matches!(p.last(), Some(PathElement::Field(_) | PathElement::Index(_)));
             if !old_set.contains(p) || (leaf && value_at(new, &p[base..]) != value_at(old, &p[base..])) {
                 self.changed.insert(p.clone());
             }
         }
-        for p in old_set.difference(&new_set).filter(|p| (self.in_scope)(p)) {
-            self.removed.insert(p.clone());
-        }
+        self.removed.extend(old_set.difference(&new_set).cloned());
+    }
+
+    /// The fields (`in_scope`) of the subtree `value` at `path`, as `walk` lists them.
+    fn listed<'v>(&self, value: &'v Value, path: &mut FieldPath, names: &mut Vec<&'v str>) -> BTreeSet<FieldPath> {
+        let mut fields = BTreeSet::new();
+        walk(value, self.schema, false, path, names, &mut fields);
+        fields.retain(|p| (self.in_scope)(p));
+        fields
     }
 }
 
