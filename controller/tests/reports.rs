@@ -185,8 +185,21 @@ async fn status_of(apps: &Api<SparkApplication>) -> serde_json::Value {
     serde_json::to_value(app.status.unwrap_or_default()).unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reports_are_recorded_before_they_are_acknowledged() {
+/// A simulated cluster with the agents' ServiceAccount and the application `pi` RUNNING its submission
+/// `sub-1`, a receiver serving on a real TLS listener in its own runtime, a client connected to it, and
+/// an agent's token.
+struct Setup {
+    _dir: tempfile::TempDir,
+    cluster: spark_operator_dev::Cluster,
+    admin: kube::Client,
+    apps: Api<SparkApplication>,
+    runtime: Runtime,
+    serving: reports::Serving,
+    client: TerminationReportsClient<Channel>,
+    agent: String,
+}
+
+async fn setup() -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let options = spark_operator_dev::ClusterOptions {
         nodes: 0,
@@ -262,8 +275,32 @@ async fn reports_are_recorded_before_they_are_acknowledged() {
         !runtime.readiness().not_ready().contains(&"reports".to_owned()),
         "ready once listening"
     );
-    let mut client = connect(serving.address, &pki.ca).await;
+    let client = connect(serving.address, &pki.ca).await;
     let agent = token(&admin, AGENT_NAMESPACE, AGENT, AUDIENCE).await;
+    Setup {
+        _dir: dir,
+        cluster,
+        admin,
+        apps,
+        runtime,
+        serving,
+        client,
+        agent,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_are_recorded_before_they_are_acknowledged() {
+    let Setup {
+        _dir,
+        cluster,
+        admin,
+        apps,
+        runtime,
+        serving,
+        mut client,
+        agent,
+    } = setup().await;
 
     // The driver pod of the submission, controlled by the application: still Pending (no node will ever
     // run it), so it shows no end of its own.
@@ -538,5 +575,123 @@ async fn reports_are_recorded_before_they_are_acknowledged() {
     );
     assert_eq!(last["driverTermination"]["observedBy"], "Agent");
     controller.abort();
+    drop(serving);
+}
+
+/// An executor's report of `container_id` in submission `submission`.
+fn executor_report(container_id: &str, executor_id: i64, submission: &str) -> TerminationReport {
+    let mut r = report(Role::Executor, container_id);
+    r.pod_name = format!("pi-exec-{executor_id}");
+    r.executor_id = Some(executor_id);
+    r.submission_id = submission.into();
+    r
+}
+
+fn uncounted_ids(status: &serde_json::Value) -> Vec<String> {
+    status["uncountedExecutorTerminations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| r["containerID"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The receiver starts a write from the copy its last write returned, without reading the application
+/// again. Someone else's write since makes that copy stale: its write must fail on the resourceVersion
+/// (and start over on a fresh read), and no answer may be decided on it without a write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_copy_of_the_application_never_decides_or_overwrites() {
+    let Setup {
+        _dir,
+        cluster: _cluster,
+        admin: _admin,
+        apps,
+        runtime,
+        serving,
+        mut client,
+        agent,
+    } = setup().await;
+    let conflicts = |runtime: &Runtime| {
+        let metrics = runtime.metrics().render();
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("spark_operator_report_write_conflicts "))
+            .map(|v| v.parse::<u64>().unwrap())
+            .unwrap_or_else(|| panic!("no conflict count: {metrics}"))
+    };
+
+    // Recorded by a write: the receiver keeps the application as that write returned it.
+    let acks = send(
+        &mut client,
+        Some(&agent),
+        vec![request(1, executor_report("c-1", 1, SUBMISSION))],
+    )
+    .await
+    .unwrap();
+    assert_eq!(acks[0].verdict(), Verdict::Ok, "{acks:?}");
+    assert_eq!(uncounted_ids(&status_of(&apps).await), ["c-1"]);
+    assert_eq!(conflicts(&runtime), 0);
+
+    // The leader counts c-1 behind the receiver's back. A write from the stale copy would put c-1 back
+    // into the uncounted list beside c-2 (a merge patch replaces the list whole), and the leader would
+    // count it twice: it must conflict and be redone on a fresh read.
+    apps.patch_status(
+        APP,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"uncountedExecutorTerminations": null, "executorCounts": {"failed": 1}}})),
+    )
+    .await
+    .unwrap();
+    let acks = send(
+        &mut client,
+        Some(&agent),
+        vec![request(2, executor_report("c-2", 2, SUBMISSION))],
+    )
+    .await
+    .unwrap();
+    assert_eq!(acks[0].verdict(), Verdict::Ok, "{acks:?}");
+    let status = status_of(&apps).await;
+    assert_eq!(uncounted_ids(&status), ["c-2"], "{status:#}");
+    assert_eq!(status["executorCounts"]["failed"], 1, "{status:#}");
+    assert_eq!(
+        conflicts(&runtime),
+        1,
+        "the write started from the copy, not from a read"
+    );
+
+    // A new run starts (the leader resubmits): on the stale copy, a report of the new submission looks
+    // superseded, an answer that needs no write. Discarding it there would lose it: it is decided on a
+    // fresh read instead, and recorded.
+    apps.patch_status(
+        APP,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"submissionID": "sub-2", "uncountedExecutorTerminations": null}})),
+    )
+    .await
+    .unwrap();
+    let acks = send(
+        &mut client,
+        Some(&agent),
+        vec![request(3, executor_report("c-3", 1, "sub-2"))],
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        (acks[0].verdict(), acks[0].reason.as_str()),
+        (Verdict::Ok, ""),
+        "{acks:?}"
+    );
+    assert_eq!(uncounted_ids(&status_of(&apps).await), ["c-3"]);
+
+    // And a report the fresh application really has no place for is still refused.
+    let acks = send(
+        &mut client,
+        Some(&agent),
+        vec![request(4, executor_report("c-4", 2, SUBMISSION))],
+    )
+    .await
+    .unwrap();
+    assert_eq!(acks[0].verdict(), Verdict::Discard, "{acks:?}");
+    assert!(acks[0].reason.contains("superseded"), "{}", acks[0].reason);
     drop(serving);
 }

@@ -8,8 +8,10 @@
 //!   room now).
 //! - [`group_commit`]: reports of one application waiting for one status write together, each answered
 //!   when the write that took it ends.
-//! - [`server`]: the gRPC service over TLS: validate, read the application, apply, write the status
-//!   conditionally, then answer.
+//! - [`last_written`]: the applications as this replica's last writes returned them, so the next write
+//!   of one starts without a read.
+//! - [`server`]: the gRPC service over TLS: validate, read the application (or start from its last
+//!   written copy), apply, write the status conditionally, then answer.
 //!
 //! The leader then moves executor reports (`status.uncountedExecutorTerminations`) into its executor
 //! counts (`app::executors`), and the state machine finishes a run from a driver report even while the
@@ -18,6 +20,7 @@
 pub mod apply;
 pub mod auth;
 pub mod group_commit;
+pub mod last_written;
 pub mod server;
 
 use spark_operator_runtime::args::{Listen, parse_listen};

@@ -2,9 +2,11 @@
 //! through the runtime's unfenced client, and its writes are conditional, so replicas never overwrite
 //! each other or the leader).
 //!
-//! One report: validate ([`apply::validate`]) → GET the application → [`apply::apply`] → write the status
-//! as a JSON merge patch carrying the `resourceVersion` read (a 409 re-reads and re-applies, a few
-//! times) → only then answer OK. Reports of one application that arrive while its status is being
+//! One report: validate ([`apply::validate`]) → GET the application (or start from the copy this
+//! replica's last write of it returned, [`super::last_written`]) → [`apply::apply`] → write the status as
+//! a JSON merge patch carrying the `resourceVersion` read (a 409 re-reads and re-applies, a few times) →
+//! only then answer OK. An answer that needs no write (a replay, a refusal) is given from a fresh read
+//! only. Reports of one application that arrive while its status is being
 //! written wait and go out together in the next write (a group commit), so the write rate stays far
 //! below the report rate. Nothing is acknowledged before the write that records it: an agent
 //! deletes a report from its spool on OK, so an early OK followed by a failed write would lose it.
@@ -43,6 +45,7 @@ use super::ReceiverArgs;
 use super::apply::{self, Applied, Report, Whose};
 use super::auth::Authenticator;
 use super::group_commit::GroupCommit;
+use super::last_written::LastWritten;
 use crate::app::status;
 use crate::metrics::ReportMetrics;
 use crate::pod::SparkPod;
@@ -155,6 +158,7 @@ pub async fn start(args: ReceiverArgs, tls: TlsAcceptor, runtime: &Runtime) -> R
         budget: args.status_byte_budget,
         metrics,
         queues: Mutex::new(HashMap::new()),
+        written: Mutex::new(LastWritten::default()),
     }));
     let shutdown = runtime.shutdown().clone();
     tracing::info!(
@@ -304,6 +308,9 @@ struct Inner {
     /// write recording every report that waited for it (a group commit), instead of one write per report
     /// conflicting with the next (other replicas and the leader still can: writes are conditional).
     queues: Mutex<HashMap<(String, String), Weak<AppQueue>>>,
+    /// What this replica's last status writes returned, so the next write of the same application
+    /// needs no read first.
+    written: Mutex<LastWritten>,
 }
 
 /// The reports waiting for one application's next status write, and the turn to write it.
@@ -416,8 +423,9 @@ impl Inner {
             .unwrap_or_else(|| Outcome::Retry("the write recording this report was cancelled".into()))
     }
 
-    /// Records `reports` of one application in one status write (read, apply each, write conditionally;
-    /// a conflict starts over on a fresh read): one outcome per report, in order.
+    /// Records `reports` of one application in one status write (read or take the last written copy,
+    /// apply each, write conditionally; a conflict starts over on a fresh read): one outcome per report,
+    /// in order.
     async fn record_all(&self, reports: &[Report]) -> Vec<Outcome> {
         let Some(first) = reports.first() else {
             return Vec::new();
@@ -426,24 +434,23 @@ impl Inner {
         let api: Api<SparkApplication> = Api::namespaced(self.client.clone(), namespace);
         let name = format!("{namespace}/{app_name}");
         let all = |outcome: Outcome| reports.iter().map(|_| outcome.clone()).collect::<Vec<_>>();
-        for _ in 0..WRITE_ATTEMPTS {
-            let app = match api.get(app_name).await {
-                Ok(app) => app,
-                // Only the application itself not found is "gone": a 404 for the whole resource (the CRD
-                // being reinstalled) must not make agents drop what they hold.
-                Err(kube::Error::Api(status))
-                    if status.code == 404 && status.details.as_ref().is_some_and(|d| d.name == app_name) =>
-                {
-                    return all(Outcome::Discard(format!("application gone: {name} does not exist")));
-                }
-                Err(error) => {
-                    return all(Outcome::Retry(format!(
-                        "reading the application {name}: {}",
-                        kube_error(&error)
-                    )));
-                }
+        // The copy this replica's last write of the application returned, if it still has one: the first
+        // pass starts from it (a pass of its own, so a stale copy costs no attempt).
+        let mut remembered = self.lock_written().take(namespace, app_name);
+        for _ in 0..WRITE_ATTEMPTS + usize::from(remembered.is_some()) {
+            let (app, fresh) = match remembered.take() {
+                Some(app) => (app, false),
+                None => match self.read(&api, app_name, &name).await {
+                    Ok(app) => (app, true),
+                    Err(outcome) => return all(outcome),
+                },
             };
+            // An answer given without a write stands on a fresh read only: a remembered copy may be stale
+            // (a new submission, a deletion since), and only a write's resourceVersion would have said so.
             if app.metadata.deletion_timestamp.is_some() {
+                if !fresh {
+                    continue;
+                }
                 return all(Outcome::Discard(format!("application gone: {name} is being deleted")));
             }
             let stored = app.status.as_ref();
@@ -465,11 +472,15 @@ impl Inner {
                 });
             }
             if decided.iter().all(Option::is_some) {
+                if !fresh {
+                    continue;
+                }
                 return decided.into_iter().flatten().collect();
             }
             let version = app.metadata.resource_version.clone().unwrap_or_default();
             match status::write(&api, app_name, stored, &wanted, &version).await {
-                Ok(_) => {
+                Ok(written) => {
+                    self.lock_written().put(namespace, app_name, written);
                     for (report, _) in reports.iter().zip(&decided).filter(|(_, d)| d.is_none()) {
                         self.recorded(report);
                     }
@@ -489,6 +500,24 @@ impl Inner {
         all(Outcome::Retry(format!(
             "the application {name} kept changing while the report was recorded ({WRITE_ATTEMPTS} conflicts)"
         )))
+    }
+
+    /// Reads the application; the outcome for every report waiting when it cannot be read.
+    async fn read(&self, api: &Api<SparkApplication>, app_name: &str, name: &str) -> Result<SparkApplication, Outcome> {
+        api.get(app_name).await.map_err(|error| match error {
+            // Only the application itself not found is "gone": a 404 for the whole resource (the CRD
+            // being reinstalled) must not make agents drop what they hold.
+            kube::Error::Api(status)
+                if status.code == 404 && status.details.as_ref().is_some_and(|d| d.name == app_name) =>
+            {
+                Outcome::Discard(format!("application gone: {name} does not exist"))
+            }
+            error => Outcome::Retry(format!("reading the application {name}: {}", kube_error(&error))),
+        })
+    }
+
+    fn lock_written(&self) -> std::sync::MutexGuard<'_, LastWritten> {
+        self.written.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The metric and the log line of a report a status write recorded.
