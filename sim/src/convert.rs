@@ -4,6 +4,8 @@
 //! the exception: `events.k8s.io/v1` Events are `v1` Events stored under other field names.
 //! CRDs with several versions use the `None` conversion strategy (only `apiVersion` changes).
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
 
 use crate::registry::{ResourceInfo, api_version};
@@ -34,6 +36,21 @@ pub fn to_version(info: &ResourceInfo, stored: &Value, version: &str) -> Value {
         map.insert("kind".into(), Value::String(info.kind.clone()));
     }
     out
+}
+
+/// [`to_version`] without a copy where it would change nothing (the object is stored in the version
+/// served, as nearly all are): watches and lists match selectors against every object of a resource,
+/// and a deep copy of each only to read it was most of their cost.
+pub fn as_version<'a>(info: &ResourceInfo, stored: &'a Value, version: &str) -> Cow<'a, Value> {
+    let field = |name: &str| stored.get(name).and_then(Value::as_str);
+    if !is_events_group(info)
+        && field("kind") == Some(info.kind.as_str())
+        && field("apiVersion") == Some(api_version(&info.group, version).as_str())
+    {
+        Cow::Borrowed(stored)
+    } else {
+        Cow::Owned(to_version(info, stored, version))
+    }
 }
 
 /// Converts an object a client sent (in `info`'s group and the given version) to its stored form.
@@ -78,5 +95,28 @@ mod tests {
         assert_eq!(to_version(&ev, &stored, "v1"), sent);
         let core = reg.lookup(&Gvr::new("", "v1", "events")).unwrap();
         assert_eq!(to_version(&core, &stored, "v1")["message"], "hi");
+        // Renamed fields are never served from the stored object as it is.
+        assert!(matches!(as_version(&ev, &stored, "v1"), Cow::Owned(_)));
+        assert_eq!(*as_version(&ev, &stored, "v1"), sent);
+    }
+
+    #[test]
+    fn an_object_stored_in_the_version_served_is_served_without_a_copy() {
+        let reg = Registry::builtin();
+        let pods = reg.lookup(&Gvr::new("", "v1", "pods")).unwrap();
+        let stored = to_storage(&pods, &json!({ "metadata": { "name": "p" } }));
+        let served = as_version(&pods, &stored, "v1");
+        assert!(matches!(served, Cow::Borrowed(_)));
+        assert_eq!(*served, to_version(&pods, &stored, "v1"));
+        // Another kind or version in the stored object: converted, as before.
+        for other in [
+            json!({ "apiVersion": "v1", "kind": "Other" }),
+            json!({ "apiVersion": "v2", "kind": "Pod" }),
+            json!("x"),
+        ] {
+            let served = as_version(&pods, &other, "v1");
+            assert!(matches!(served, Cow::Owned(_)), "{other}");
+            assert_eq!(*served, to_version(&pods, &other, "v1"));
+        }
     }
 }

@@ -39,9 +39,15 @@ pub struct WatchEvent {
     pub object: Value,
 }
 
-impl WatchEvent {
-    pub fn to_json(&self) -> Value {
-        json!({ "type": self.type_, "object": self.object })
+/// As the map `{"object": ..., "type": ...}` (serde_json's maps keep their keys sorted), written straight
+/// from the event: a watch sends every event it selects, and building that map first copied the object.
+impl serde::Serialize for WatchEvent {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = serializer.serialize_map(Some(2))?;
+        map.serialize_entry("object", &self.object)?;
+        map.serialize_entry("type", self.type_)?;
+        map.end()
     }
 }
 
@@ -149,11 +155,11 @@ impl Store {
             stream.cursor = state.rv;
             if let Some(table) = state.tables.get(&info.storage) {
                 for obj in table.values() {
-                    let v = convert::to_version(&info, obj, &gvr.version);
+                    let v = convert::as_version(&info, obj, &gvr.version);
                     if stream.selected(&v) {
                         stream.pending.push_back(WatchEvent {
                             type_: "ADDED",
-                            object: v,
+                            object: v.into_owned(),
                         });
                     }
                 }
@@ -209,13 +215,12 @@ impl WatchStream {
         if change.resource != self.info.storage {
             return None;
         }
-        let now = convert::to_version(&self.info, &change.object, &self.version);
+        let now = convert::as_version(&self.info, &change.object, &self.version);
         let now_selected = self.selected(&now);
         let before_selected = change
             .previous
             .as_ref()
-            .map(|p| self.selected(&convert::to_version(&self.info, p, &self.version)))
-            .unwrap_or(false);
+            .is_some_and(|p| self.selected(&convert::as_version(&self.info, p, &self.version)));
         let type_ = match change.kind {
             ChangeKind::Added => now_selected.then_some("ADDED")?,
             ChangeKind::Deleted => (now_selected || before_selected).then_some("DELETED")?,
@@ -226,7 +231,10 @@ impl WatchStream {
                 (false, false) => return None,
             },
         };
-        Some(WatchEvent { type_, object: now })
+        Some(WatchEvent {
+            type_,
+            object: now.into_owned(),
+        })
     }
 
     /// Pulls committed changes after the cursor into `pending`; an ERROR 410 if they are gone.

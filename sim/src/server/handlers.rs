@@ -672,13 +672,13 @@ fn watch(
         async move {
             let mut ev = stream.next().await?;
             present.object(&mut ev.object);
-            let mut v = ev.to_json();
             if as_table && matches!(ev.type_, "ADDED" | "MODIFIED" | "DELETED") {
                 let meta = json!({ "resourceVersion": crate::meta::resource_version(&ev.object) });
-                v["object"] = table::table(&info, &version, &[ev.object], include, meta, first);
+                let object = std::mem::take(&mut ev.object);
+                ev.object = table::table(&info, &version, &[object], include, meta, first);
                 first = false;
             }
-            let mut bytes = serde_json::to_vec(&v).unwrap_or_default();
+            let mut bytes = serde_json::to_vec(&ev).unwrap_or_default();
             bytes.push(b'\n');
             Some((Bytes::from(bytes), (stream, first)))
         }

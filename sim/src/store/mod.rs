@@ -304,7 +304,7 @@ impl Store {
                         };
                         rows.filter(|(_, o)| {
                             labels.matches_object(o)
-                                && (fields.is_empty() || fields.matches(&convert::to_version(&info, o, &gvr.version)))
+                                && (fields.is_empty() || fields.matches(&convert::as_version(&info, o, &gvr.version)))
                         })
                         .map(|(_, o)| o.clone())
                         .collect()
