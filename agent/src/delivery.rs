@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt as _;
 use http::Uri;
 use hyper_util::rt::TokioIo;
 use rustls::RootCertStore;
@@ -293,7 +294,24 @@ impl Delivery {
             let next_retry = self.retry_at.values().min().copied();
             tokio::select! {
                 ack = acks.message() => match ack {
-                    Ok(Some(ack)) => self.answered(ack).await,
+                    Ok(Some(ack)) => {
+                        // The answers already here go to the spool together (one ack file write): the
+                        // receiver answers the reports of one status write at once.
+                        let mut answers = vec![ack];
+                        let mut ended = None;
+                        while ended.is_none() && answers.len() < self.config.max_in_flight {
+                            match acks.message().now_or_never() {
+                                Some(Ok(Some(ack))) => answers.push(ack),
+                                Some(Ok(None)) => ended = Some(Error::StreamEnded),
+                                Some(Err(status)) => ended = Some(Error::Stream(status)),
+                                None => break,
+                            }
+                        }
+                        self.answered(answers).await;
+                        if let Some(error) = ended {
+                            return Err(error);
+                        }
+                    }
                     Ok(None) => return Err(Error::StreamEnded),
                     Err(status) => return Err(Error::Stream(status)),
                 },
@@ -352,7 +370,20 @@ impl Delivery {
         Ok(())
     }
 
-    async fn answered(&mut self, ack: ReportAck) {
+    /// Takes the receiver's answers; the records answered OK or DISCARD leave the spool together.
+    async fn answered(&mut self, answers: Vec<ReportAck>) {
+        let done: Vec<u64> = answers.into_iter().filter_map(|ack| self.answer(ack)).collect();
+        if done.is_empty() {
+            return;
+        }
+        if let Err(error) = self.spool.ack_all(done).await {
+            // In memory they are acknowledged; after a restart they may be sent once more, which is harmless.
+            tracing::warn!(error = %ErrorChain(&error), "cannot record acknowledgements in the spool");
+        }
+    }
+
+    /// One answer: the sequence to remove from the spool (OK, DISCARD), or None (RETRY, scheduled).
+    fn answer(&mut self, ack: ReportAck) -> Option<u64> {
         let seq = ack.sequence;
         let was_in_flight = self.in_flight.remove(&seq);
         match Verdict::try_from(ack.verdict) {
@@ -360,13 +391,13 @@ impl Delivery {
                 self.metrics.acks_ok.inc();
                 tracing::debug!(seq, "report recorded");
                 self.retries.remove(&seq);
-                self.ack_in_spool(seq).await;
+                Some(seq)
             }
             Ok(Verdict::Discard) => {
                 self.metrics.acks_discard.inc();
                 tracing::warn!(seq, reason = %ack.reason, "the operator discarded a report; it will not be sent again");
                 self.retries.remove(&seq);
-                self.ack_in_spool(seq).await;
+                Some(seq)
             }
             verdict => {
                 self.metrics.acks_retry.inc();
@@ -379,7 +410,7 @@ impl Delivery {
                     );
                 }
                 if !was_in_flight {
-                    return;
+                    return None;
                 }
                 let attempts = self.retries.entry(seq).or_insert(0);
                 *attempts += 1;
@@ -390,6 +421,7 @@ impl Delivery {
                     .min(self.config.retry_backoff_max);
                 tracing::info!(seq, reason = %ack.reason, attempt = *attempts, retry_in = ?wait, "the operator asked to send a report again later");
                 self.retry_at.insert(seq, Instant::now() + wait);
+                None
             }
         }
     }

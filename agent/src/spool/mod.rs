@@ -370,19 +370,35 @@ impl Spool {
     /// Marks a record acknowledged (durably, in the ack file) and deletes its segment once nothing in
     /// it is pending. Acknowledging an unknown or already acknowledged sequence does nothing.
     pub fn ack(&mut self, seq: u64) -> Result<(), Error> {
-        let Some(entry) = self.pending.remove(&seq) else {
+        self.ack_all(&[seq])
+    }
+
+    /// [`Spool::ack`] for several records with one write of the ack file: the receiver answers the
+    /// reports of one status write together, and an ack file replaced (and fsynced) per answer was
+    /// most of what an end cost the agent.
+    pub fn ack_all(&mut self, seqs: &[u64]) -> Result<(), Error> {
+        let mut touched = BTreeSet::new();
+        for seq in seqs {
+            if let Some(entry) = self.pending.remove(seq) {
+                self.acked.insert(*seq);
+                touched.insert(entry.segment);
+            }
+        }
+        if touched.is_empty() {
             return Ok(());
-        };
-        self.acked.insert(seq);
-        let segment_done = self
-            .segments
-            .get(&entry.segment)
-            .is_some_and(|s| s.records.iter().all(|r| !self.pending.contains_key(r)));
-        let result = if segment_done {
-            self.delete_segment(entry.segment).and_then(|()| self.persist_acks())
-        } else {
-            self.persist_acks()
-        };
+        }
+        let done: Vec<u64> = touched
+            .into_iter()
+            .filter(|first| {
+                self.segments
+                    .get(first)
+                    .is_some_and(|s| s.records.iter().all(|r| !self.pending.contains_key(r)))
+            })
+            .collect();
+        let result = done
+            .into_iter()
+            .try_for_each(|first| self.delete_segment(first))
+            .and_then(|()| self.persist_acks());
         self.update_metrics();
         result
     }
@@ -569,6 +585,10 @@ impl SharedSpool {
         self.with(move |s| s.ack(seq)).await
     }
 
+    pub async fn ack_all(&self, seqs: Vec<u64>) -> Result<(), Error> {
+        self.with(move |s| s.ack_all(&seqs)).await
+    }
+
     pub async fn read(&self, seq: u64) -> Result<Option<Vec<u8>>, Error> {
         self.with(move |s| s.read(seq)).await
     }
@@ -668,6 +688,36 @@ mod tests {
         let (mut spool, recovered, _) = open(dir.path(), limits());
         assert_eq!(recovered.pending, 0);
         assert_eq!(spool.append(b"next", now).unwrap(), 13);
+    }
+
+    #[test]
+    fn records_acknowledged_together_are_written_once_and_stay_acknowledged() {
+        let dir = tempfile::tempdir().unwrap();
+        let now = SystemTime::now();
+        let (mut spool, _, metrics) = open(dir.path(), limits());
+        let seqs: Vec<u64> = (0..12).map(|i| spool.append(&payload(i), now).unwrap()).collect();
+        let before = segment_files(dir.path());
+        // Every record of the first segments and a few of the others, an unknown one and a repeat.
+        let acked: Vec<u64> = seqs.iter().copied().filter(|s| *s <= 6 || s % 3 == 0).collect();
+        let ack_file = dir.path().join(acks::FILE_NAME);
+        spool.ack_all(&[acked.as_slice(), &[99, 3]].concat()).unwrap();
+        let written = fs::metadata(&ack_file).unwrap().modified().unwrap();
+        let pending: Vec<u64> = seqs.iter().copied().filter(|s| !acked.contains(s)).collect();
+        assert_eq!(spool.pending(), pending);
+        assert_eq!(metrics.spool_records.get(), pending.len() as i64);
+        let after = segment_files(dir.path());
+        assert!(
+            after.len() < before.len(),
+            "segments of acknowledged records go: {before:?} {after:?}"
+        );
+        // Nothing new to acknowledge: the ack file is not written again.
+        spool.ack_all(&acked).unwrap();
+        spool.ack_all(&[]).unwrap();
+        assert_eq!(fs::metadata(&ack_file).unwrap().modified().unwrap(), written);
+        drop(spool);
+        let (spool, recovered, _) = open(dir.path(), limits());
+        assert_eq!(recovered.pending, pending.len());
+        assert_eq!(spool.pending(), pending);
     }
 
     #[test]
