@@ -596,6 +596,26 @@ fn uncounted_ids(status: &serde_json::Value) -> Vec<String> {
         .collect()
 }
 
+/// Sends one report on its own stream and returns its ack.
+async fn send_one(
+    client: &mut TerminationReportsClient<Channel>,
+    agent: &str,
+    sequence: u64,
+    report: TerminationReport,
+) -> ReportAck {
+    let mut acks = send(client, Some(agent), vec![request(sequence, report)])
+        .await
+        .unwrap();
+    acks.remove(0)
+}
+
+/// A merge patch of the application's status, as another writer (the leader) makes one.
+async fn patch_status(apps: &Api<SparkApplication>, patch: serde_json::Value) {
+    apps.patch_status(APP, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap();
+}
+
 /// The receiver starts a write from the copy its last write returned, without reading the application
 /// again. Someone else's write since makes that copy stale: its write must fail on the resourceVersion
 /// (and start over on a fresh read), and no answer may be decided on it without a write.
@@ -621,35 +641,21 @@ async fn a_stale_copy_of_the_application_never_decides_or_overwrites() {
     };
 
     // Recorded by a write: the receiver keeps the application as that write returned it.
-    let acks = send(
-        &mut client,
-        Some(&agent),
-        vec![request(1, executor_report("c-1", 1, SUBMISSION))],
-    )
-    .await
-    .unwrap();
-    assert_eq!(acks[0].verdict(), Verdict::Ok, "{acks:?}");
+    let ack = send_one(&mut client, &agent, 1, executor_report("c-1", 1, SUBMISSION)).await;
+    assert_eq!(ack.verdict(), Verdict::Ok, "{ack:?}");
     assert_eq!(uncounted_ids(&status_of(&apps).await), ["c-1"]);
     assert_eq!(conflicts(&runtime), 0);
 
     // The leader counts c-1 behind the receiver's back. A write from the stale copy would put c-1 back
     // into the uncounted list beside c-2 (a merge patch replaces the list whole), and the leader would
     // count it twice: it must conflict and be redone on a fresh read.
-    apps.patch_status(
-        APP,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": {"uncountedExecutorTerminations": null, "executorCounts": {"failed": 1}}})),
+    patch_status(
+        &apps,
+        json!({"status": {"uncountedExecutorTerminations": null, "executorCounts": {"failed": 1}}}),
     )
-    .await
-    .unwrap();
-    let acks = send(
-        &mut client,
-        Some(&agent),
-        vec![request(2, executor_report("c-2", 2, SUBMISSION))],
-    )
-    .await
-    .unwrap();
-    assert_eq!(acks[0].verdict(), Verdict::Ok, "{acks:?}");
+    .await;
+    let ack = send_one(&mut client, &agent, 2, executor_report("c-2", 2, SUBMISSION)).await;
+    assert_eq!(ack.verdict(), Verdict::Ok, "{ack:?}");
     let status = status_of(&apps).await;
     assert_eq!(uncounted_ids(&status), ["c-2"], "{status:#}");
     assert_eq!(status["executorCounts"]["failed"], 1, "{status:#}");
@@ -662,36 +668,18 @@ async fn a_stale_copy_of_the_application_never_decides_or_overwrites() {
     // A new run starts (the leader resubmits): on the stale copy, a report of the new submission looks
     // superseded, an answer that needs no write. Discarding it there would lose it: it is decided on a
     // fresh read instead, and recorded.
-    apps.patch_status(
-        APP,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": {"submissionID": "sub-2", "uncountedExecutorTerminations": null}})),
+    patch_status(
+        &apps,
+        json!({"status": {"submissionID": "sub-2", "uncountedExecutorTerminations": null}}),
     )
-    .await
-    .unwrap();
-    let acks = send(
-        &mut client,
-        Some(&agent),
-        vec![request(3, executor_report("c-3", 1, "sub-2"))],
-    )
-    .await
-    .unwrap();
-    assert_eq!(
-        (acks[0].verdict(), acks[0].reason.as_str()),
-        (Verdict::Ok, ""),
-        "{acks:?}"
-    );
+    .await;
+    let ack = send_one(&mut client, &agent, 3, executor_report("c-3", 1, "sub-2")).await;
+    assert_eq!((ack.verdict(), ack.reason.as_str()), (Verdict::Ok, ""), "{ack:?}");
     assert_eq!(uncounted_ids(&status_of(&apps).await), ["c-3"]);
 
     // And a report the fresh application really has no place for is still refused.
-    let acks = send(
-        &mut client,
-        Some(&agent),
-        vec![request(4, executor_report("c-4", 2, SUBMISSION))],
-    )
-    .await
-    .unwrap();
-    assert_eq!(acks[0].verdict(), Verdict::Discard, "{acks:?}");
-    assert!(acks[0].reason.contains("superseded"), "{}", acks[0].reason);
+    let ack = send_one(&mut client, &agent, 4, executor_report("c-4", 2, SUBMISSION)).await;
+    assert_eq!(ack.verdict(), Verdict::Discard, "{ack:?}");
+    assert!(ack.reason.contains("superseded"), "{}", ack.reason);
     drop(serving);
 }
