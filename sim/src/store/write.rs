@@ -418,8 +418,7 @@ impl Store {
                 .get_stored(&info.storage, &ns, name)
                 .ok_or_else(|| ApiError::not_found(&info.group, &info.resource, name))?;
             let current_rv = meta::resource_version(&current).to_string();
-            // Borrowed unless converting changes it: the writes below copy what they change.
-            let current_v = convert::as_version(info, &current, &gvr.version);
+            let current_v = convert::to_version(info, &current, &gvr.version);
             let now = meta::now_rfc3339();
             let mut applied_managed = false;
 
@@ -436,14 +435,14 @@ impl Store {
                             detail: format!("pod {name} is already assigned to node {assigned:?}"),
                         });
                     }
-                    let mut pod = current_v.clone().into_owned();
+                    let mut pod = current_v.clone();
                     pod["spec"]["nodeName"] = json!(node);
                     set_condition(&mut pod, "PodScheduled", &now);
                     pod
                 }
                 (Change::Replace(obj), _) => (*obj).clone(),
                 (Change::Patch(body), _) => {
-                    let mut target = current_v.clone().into_owned();
+                    let mut target = current_v.clone();
                     match body {
                         PatchBody::Json(p) => patch::json_patch(&mut target, p).map_err(patch_error)?,
                         PatchBody::Merge(p) => patch::merge_patch(&mut target, p),
@@ -460,7 +459,7 @@ impl Store {
                                 force: opts.force,
                                 now: &now,
                             };
-                            target = apply::apply(Some(current_v.as_ref()), &req)?;
+                            target = apply::apply(Some(&current_v), &req)?;
                             applied_managed = true;
                         }
                     }
@@ -541,7 +540,7 @@ impl Store {
             if new == *current {
                 // No change: nothing is written and the resourceVersion stays.
                 return Ok(Written {
-                    object: current_v.into_owned(),
+                    object: current_v,
                     warnings: req.warnings,
                     created: false,
                 });
