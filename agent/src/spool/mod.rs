@@ -374,8 +374,7 @@ impl Spool {
     }
 
     /// [`Spool::ack`] for several records with one write of the ack file: the receiver answers the
-    /// reports of one status write together, and an ack file replaced (and fsynced) per answer was
-    /// most of what an end cost the agent.
+    /// reports of one status write together, and the ack file was replaced (and fsynced) per answer.
     pub fn ack_all(&mut self, seqs: &[u64]) -> Result<(), Error> {
         let mut touched = BTreeSet::new();
         for seq in seqs {
