@@ -8,8 +8,8 @@
 //! is not fsynced: a line lost in a crash only costs a duplicate report, which the receiver recognises
 //! by its container id, while rewriting and fsyncing the whole index per end was about a quarter of
 //! the agent's samples in a profile at 100 ends/s. A line that fails its checksum (a torn append) is
-//! skipped. Pruning rewrites the file atomically (tmp + fsync + rename + directory fsync). An index in the earlier format (ids, then one
-//! `crc32c <hex>` line over them all) is still read.
+//! skipped. Pruning rewrites the file atomically (tmp + fsync + rename + directory fsync). An index in
+//! the earlier format (ids, then one `crc32c <hex>` line over them all) is still read.
 
 use std::collections::{BTreeSet, HashSet};
 use std::fs::{self, File, OpenOptions};
