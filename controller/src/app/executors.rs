@@ -16,6 +16,7 @@
 //! id there was already counted (it was evicted from the map as the oldest terminated).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::ops::Bound;
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -87,10 +88,14 @@ impl IdSet {
     /// The ids of `lo..=hi` not in the set, as inclusive intervals.
     pub fn gaps(&self, lo: i64, hi: i64) -> Vec<(i64, i64)> {
         let mut gaps = Vec::new();
+        if lo > hi {
+            return gaps;
+        }
         let mut next = lo;
-        // The interval that may contain `lo`, then every one starting inside the range.
+        // The interval that may contain `lo`, then every one starting inside the range. The bound
+        // after `lo` is exclusive: `lo + 1..=hi` is reversed when `lo == hi`, and `range` panics then.
         let first = self.ranges.range(..=lo).next_back();
-        let rest = self.ranges.range(lo.saturating_add(1)..=hi);
+        let rest = self.ranges.range((Bound::Excluded(lo), Bound::Included(hi)));
         for (&start, &end) in first.into_iter().chain(rest) {
             if end < next {
                 continue;
@@ -851,6 +856,10 @@ mod tests {
         assert_eq!(set.gaps(3, 8), [(4, 6), (8, 8)]);
         assert_eq!(set.gaps(11, 12), [(11, 12)]);
         assert!(set.gaps(2, 3).is_empty());
+        // One id: the range after `lo` is empty, not reversed.
+        assert_eq!(set.gaps(5, 5), [(5, 5)]);
+        assert!(set.gaps(7, 7).is_empty());
+        assert!(set.gaps(9, 8).is_empty());
         set.insert_range(4, 6);
         assert_eq!(set.gaps(1, 10), [(1, 1), (8, 9)]);
         set.insert_range(8, 9);
@@ -915,6 +924,37 @@ mod tests {
             (50, 9),
             "51..=59 came and went unseen"
         );
+    }
+
+    #[test]
+    fn a_relist_with_one_executor_above_the_floor_counts_nothing_unseen() {
+        // The lowest id that can be unseen is also the highest seen: a gap of one id, alive.
+        let mut t = Tracker::default();
+        t.observe(&exec(1, ExecutorState::Running), now(), LIMITS);
+        t.sweep(|_| true, now(), LIMITS);
+        assert_eq!((t.counts().running, t.counts().unknown), (1, 0));
+        let status = SparkApplicationStatus {
+            submission_id: "s".into(),
+            executor_counts: Some(ExecutorCounts {
+                completed: 50,
+                ..ExecutorCounts::default()
+            }),
+            recent_executors: [(
+                "app-exec-50".to_string(),
+                ExecutorRecord {
+                    executor_id: Some(50),
+                    state: ExecutorState::Completed,
+                    node_name: None,
+                    last_transition_time: None,
+                },
+            )]
+            .into(),
+            ..SparkApplicationStatus::default()
+        };
+        let mut t = Tracker::seeded(&status);
+        t.observe(&exec(51, ExecutorState::Completed), now(), LIMITS);
+        t.sweep(|_| true, now(), LIMITS);
+        assert_eq!((t.counts().completed, t.counts().unknown), (51, 0));
     }
 
     #[test]
