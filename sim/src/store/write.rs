@@ -418,7 +418,8 @@ impl Store {
                 .get_stored(&info.storage, &ns, name)
                 .ok_or_else(|| ApiError::not_found(&info.group, &info.resource, name))?;
             let current_rv = meta::resource_version(&current).to_string();
-            let current_v = convert::to_version(info, &current, &gvr.version);
+            // Borrowed unless converting changes it: the writes below copy what they change.
+            let current_v = convert::as_version(info, &current, &gvr.version);
             let now = meta::now_rfc3339();
             let mut applied_managed = false;
 
@@ -435,14 +436,14 @@ impl Store {
                             detail: format!("pod {name} is already assigned to node {assigned:?}"),
                         });
                     }
-                    let mut pod = current_v.clone();
+                    let mut pod = current_v.clone().into_owned();
                     pod["spec"]["nodeName"] = json!(node);
                     set_condition(&mut pod, "PodScheduled", &now);
                     pod
                 }
                 (Change::Replace(obj), _) => (*obj).clone(),
                 (Change::Patch(body), _) => {
-                    let mut target = current_v.clone();
+                    let mut target = current_v.clone().into_owned();
                     match body {
                         PatchBody::Json(p) => patch::json_patch(&mut target, p).map_err(patch_error)?,
                         PatchBody::Merge(p) => patch::merge_patch(&mut target, p),
@@ -459,7 +460,7 @@ impl Store {
                                 force: opts.force,
                                 now: &now,
                             };
-                            target = apply::apply(Some(&current_v), &req)?;
+                            target = apply::apply(Some(current_v.as_ref()), &req)?;
                             applied_managed = true;
                         }
                     }
@@ -540,7 +541,7 @@ impl Store {
             if new == *current {
                 // No change: nothing is written and the resourceVersion stays.
                 return Ok(Written {
-                    object: current_v,
+                    object: current_v.into_owned(),
                     warnings: req.warnings,
                     created: false,
                 });
