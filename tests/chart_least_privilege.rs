@@ -644,6 +644,7 @@ async fn each_operator_and_agent_rule_of_the_installed_chart_is_needed() {
 
         // Back to healthy: the rule restored, pods restarted if the scenario restarted them (they may be
         // backing off), its applications gone.
+        let restoring = Instant::now();
         role.set_rules(&original).await;
         for app in &apps {
             // A schedule goes with its runs (owned by it; the sim's GC deletes them).
@@ -663,6 +664,7 @@ async fn each_operator_and_agent_rule_of_the_installed_chart_is_needed() {
         }
         ready(&cluster, Component::Operator, &none).await;
         ready(&cluster, Component::Agent, &none).await;
+        println!("  healthy again in {:?}", restoring.elapsed());
         outcomes.push(Outcome {
             rule: describe,
             scenario,
