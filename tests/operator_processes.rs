@@ -6,7 +6,9 @@
 //!   alive and otherwise healthy, stops every write before the standby acquires the Lease; checked in
 //!   the sim's audit log against the Lease's own times, not against a wall clock;
 //! - the old leader stays up as a standby; when the new leader is killed it takes over again, and every
-//!   application completes with exactly one driver pod.
+//!   application completes with exactly one driver pod;
+//! - a leader whose ScheduledSparkApplication watch never lists (every list refused, as when its RBAC rule
+//!   is missing) still stops on SIGTERM within Kubernetes' default grace period and releases its Lease.
 
 // Test code: a panic is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -384,4 +386,66 @@ async fn a_fenced_leader_stops_writing_before_its_standby_leads_and_the_work_com
         let count = drivers.lock().unwrap().get(&name).map_or(0, BTreeSet::len);
         assert_eq!(count, 1, "{name} had {count} driver pods");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_whose_watch_never_lists_stops_on_sigterm_and_releases_its_lease() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = Cluster::start(dir.path(), &ClusterOptions::default()).await.unwrap();
+    cluster.sim.audit().enable();
+    // Every list of ScheduledSparkApplications is refused, as without the rule that grants it: that
+    // controller's cache never fills.
+    cluster.sim.faults().add(FaultRule {
+        verb: Some("list".into()),
+        resource: Some("scheduledsparkapplications".into()),
+        user_agent: None,
+        action: FaultAction::Fail {
+            code: 403,
+            reason: "Forbidden".into(),
+            message: "injected: scheduledsparkapplications is forbidden".into(),
+        },
+        times: None,
+    });
+    let kubeconfig = cluster.sim.kubeconfig_path().to_path_buf();
+    let leases = record_lease(&cluster.client);
+    let mut a = Operator::start("replica-a", &kubeconfig, &cluster.spark_master_url(), dir.path());
+    until("replica-a leads", || async {
+        (holder(&leases).as_deref() == Some("replica-a")).then_some(())
+    })
+    .await;
+    until("replica-a's list of ScheduledSparkApplications is refused", || async {
+        cluster
+            .sim
+            .audit()
+            .events()
+            .iter()
+            .any(|e| e.resource == "scheduledsparkapplications" && e.code == 403 && e.user_agent.contains(&a.agent()))
+            .then_some(())
+    })
+    .await;
+
+    let pid = a.child.id().unwrap().to_string();
+    let signalled = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(signalled.success(), "kill -TERM {pid}");
+    // Kubernetes' default terminationGracePeriodSeconds is 30: after it, the kubelet kills the process,
+    // and a lease not released keeps the standby waiting out its duration.
+    let exited = tokio::time::timeout(Duration::from_secs(25), a.child.wait()).await;
+    assert!(
+        exited.is_ok(),
+        "the operator was still running 25 s after SIGTERM; its log:\n{}",
+        a.log()
+    );
+    let lease = Api::<Lease>::namespaced(cluster.client.clone(), "default")
+        .get(LEASE)
+        .await
+        .unwrap();
+    assert_eq!(
+        lease.spec.and_then(|s| s.holder_identity),
+        None,
+        "the lease is released on the way out; the log:\n{}",
+        a.log()
+    );
 }

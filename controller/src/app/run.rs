@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
@@ -30,6 +31,10 @@ pub enum Error {
     #[error("building the controller's fenced client")]
     Client(#[source] spark_operator_runtime::client::Error),
 }
+
+/// How long a shutdown waits for the reconciles in flight: well within Kubernetes' default
+/// `terminationGracePeriodSeconds` (30), so the lease is released before the kubelet kills the process.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// Reconciles SparkApplications until the runtime shuts down: while this replica leads, and only then.
 ///
@@ -85,9 +90,18 @@ pub async fn run(args: ControllerArgs, runtime: &Runtime) -> Result<(), Error> {
             }
             _ = shutdown.fired() => {
                 // Finish the reconciles in flight while still leading; the runtime releases the lease
-                // afterwards.
+                // afterwards. Bounded: a kube-runtime Controller whose first list never succeeded (its
+                // RBAC rule missing, say) waits for its cache before it looks at the shutdown, and would
+                // hold the process until the kubelet's SIGKILL, the lease unreleased. Dropping it is the
+                // same as losing the lease, which submission is built to survive.
                 let _ = stop.send(true);
-                controllers.await;
+                if tokio::time::timeout(SHUTDOWN_GRACE, controllers).await.is_err() {
+                    tracing::warn!(
+                        identity,
+                        grace = ?SHUTDOWN_GRACE,
+                        "the controllers did not stop within the grace period (a watch that never listed?); dropped"
+                    );
+                }
                 return Ok(());
             }
         }
