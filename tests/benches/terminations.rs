@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use kube::runtime::{WatchStreamExt, watcher};
+use spark_operator_api::status::ExecutorCounts;
 use spark_operator_dev::agents::{AGENT_NAMESPACE, AgentSetup, prepare_agent};
 use spark_operator_e2e::{Cluster, ClusterOptions, app_yaml, cpu_ticks, free_port, state};
 use spark_operator_proto::cri::v1::{ContainerEventType, GetEventsRequest};
@@ -137,8 +138,10 @@ fn main() {
 
         // Each status version the API server stores, as a watch sees it.
         let seen_at: Arc<Mutex<HashMap<String, i64>>> = Arc::default();
+        // The application's last status: its executor counts and the reports still uncounted.
+        let last: Arc<Mutex<Option<(ExecutorCounts, usize)>>> = Arc::default();
         let watch = tokio::spawn({
-            let (apps, seen_at) = (cluster.apps("default"), seen_at.clone());
+            let (apps, seen_at, last) = (cluster.apps("default"), seen_at.clone(), last.clone());
             async move {
                 let config = watcher::Config::default().fields("metadata.name=terminations");
                 let mut stream = std::pin::pin!(watcher(apps, config).applied_objects());
@@ -151,6 +154,10 @@ fn main() {
                             seen.entry(id.clone()).or_insert(now);
                         }
                     }
+                    *last.lock().unwrap_or_else(|e| e.into_inner()) = Some((
+                        status.executor_counts.clone().unwrap_or_default(),
+                        status.uncounted_executor_terminations.len(),
+                    ));
                     if state(&app).is_terminal() {
                         break;
                     }
@@ -191,6 +198,18 @@ fn main() {
             percentile(&latencies, 99.0),
             latencies.last().copied().unwrap_or(f64::NAN),
         );
+        // An end the leader's pod watch counted before its agent's report came is not in the latencies
+        // (the report is then a duplicate and changes nothing): the counts show none is lost.
+        if let Some((counts, uncounted)) = last.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+            println!(
+                "the application's last status: {} executors counted (completed {}, failed {}, unknown {}), \
+                 {uncounted} reports not counted yet",
+                counts.total(),
+                counts.completed,
+                counts.failed,
+                counts.unknown
+            );
+        }
         if let (Some((cpu, peak)), Some(before)) = (usage, cpu_before) {
             let cpu = cpu.saturating_sub(before);
             let node_share = latencies.len() as f64 / 3.0;
