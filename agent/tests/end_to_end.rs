@@ -132,11 +132,11 @@ async fn the_agent_reports_a_driver_end_to_the_receiver_and_empties_its_spool() 
     .await;
     // The spool's gauges are set after the segment is deleted and the acks are synced to disk.
     until("the spool's gauges to count nothing", || {
-        registry.render().contains("spark_operator_agent_spool_records 0\n")
+        let text = registry.render();
+        text.contains("spark_operator_agent_spool_records 0\n") && text.contains("spark_operator_agent_spool_bytes 0\n")
     })
     .await;
     let text = registry.render();
-    assert!(text.contains("spark_operator_agent_spool_bytes 0\n"), "{text}");
     assert!(text.contains("spark_operator_agent_containers_ended 1\n"), "{text}");
     assert!(
         text.contains("spark_operator_agent_report_stream_connected 1\n"),
