@@ -120,13 +120,7 @@ impl Follower {
     /// take it away. A path that does not exist yet is opened on a later poll.
     pub fn start(path: &Path, chunk: usize) -> Self {
         let mut follower = Self::new(path, chunk);
-        for (name, file, id) in follower.rotated_after(None) {
-            follower.watermark = Some((name, id));
-            follower.queue.push_back(Source { file, id, read: 0 });
-        }
-        if let Some((file, id)) = open(&follower.path) {
-            follower.queue.push_back(Source { file, id, read: 0 });
-        }
+        follower.queue_rotated_and_path();
         follower.current = follower.queue.pop_front();
         follower
     }
@@ -211,13 +205,22 @@ impl Follower {
         out
     }
 
+    /// Queues the files not yet read, oldest first, each once: the rotated files newer than the
+    /// watermark, then the file at the path.
     fn queue_rotated_and_path(&mut self) {
         let held = self.current.as_ref().map(|s| s.id);
+        // The path is opened before the rotated files are listed: a rotation between the two then finds
+        // the file under its rotated name. Listed first, a file rotated in between was in neither, and the
+        // watermark passed it for good.
+        let at_path = open(&self.path);
         for (name, file, id) in self.rotated_after(held) {
             self.watermark = Some((name, id));
-            self.queue.push_back(Source { file, id, read: 0 });
+            // A file queued from the path on an earlier call, rotated since, is listed now: read it once.
+            if !self.queue.iter().any(|s| s.id == id) {
+                self.queue.push_back(Source { file, id, read: 0 });
+            }
         }
-        if let Some((file, id)) = open(&self.path)
+        if let Some((file, id)) = at_path
             && Some(id) != held
             && !self.queue.iter().any(|s| s.id == id)
         {
