@@ -224,6 +224,9 @@ async fn accept(listener: TcpListener, tls: TlsAcceptor, connections: mpsc::Send
                 continue;
             }
         };
+        // Acks are small writes (as are the reports; the agent sets this too): Nagle's algorithm would hold
+        // one back while the one before is unacknowledged.
+        let _ = tcp.set_nodelay(true);
         let tls = tls.clone();
         let connections = connections.clone();
         tokio::spawn(async move {
