@@ -343,19 +343,28 @@ impl ManagedEntry {
 
 /// Reads `metadata.managedFields`.
 pub fn read(obj: &Value) -> Vec<ManagedEntry> {
+    stored(obj).iter().filter_map(ManagedEntry::from_json).collect()
+}
+
+/// `metadata.managedFields` as stored (empty when absent or not a list).
+fn stored(obj: &Value) -> &[Value] {
     obj.pointer("/metadata/managedFields")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(ManagedEntry::from_json).collect())
-        .unwrap_or_default()
+        .map_or(&[], Vec::as_slice)
 }
 
 /// Writes `metadata.managedFields` (dropping entries that own nothing).
 pub fn write(obj: &mut Value, entries: &[ManagedEntry]) {
-    let list: Vec<Value> = entries
+    let list = entries
         .iter()
         .filter(|e| !e.fields.is_empty())
         .map(ManagedEntry::to_json)
         .collect();
+    write_raw(obj, list);
+}
+
+/// Writes `metadata.managedFields` as given, removing it when `list` is empty.
+fn write_raw(obj: &mut Value, list: Vec<Value>) {
     let meta = crate::meta::metadata_mut(obj);
     if list.is_empty() {
         meta.remove("managedFields");
@@ -476,10 +485,7 @@ pub fn record_update(
     now: &str,
     in_scope: &dyn Fn(&FieldPath) -> bool,
 ) {
-    let stored: &[Value] = old
-        .and_then(|o| o.pointer("/metadata/managedFields"))
-        .and_then(Value::as_array)
-        .map_or(&[], Vec::as_slice);
+    let stored = old.map_or(&[][..], stored);
     let (changed, removed) = changes(old, new, schema, in_scope);
     if changed.is_empty() && removed.is_empty() {
         if old.is_some() {
@@ -506,7 +512,7 @@ pub fn record_update(
         let is_mine = !found_mine && entry.same_slot(&mine);
         let fields = raw.get("fieldsV1");
         if !is_mine && !fields.is_some_and(|f| owns_any(f, &touched)) {
-            if holds_an_entry(raw) {
+            if owns_something(raw) {
                 list.push(raw.clone());
             }
             continue;
@@ -543,7 +549,12 @@ fn holds_an_entry(raw: &Value) -> bool {
     raw.get("operation")
         .and_then(Value::as_str)
         .is_some_and(|o| !o.is_empty())
-        && matches!(raw.get("fieldsV1"), Some(Value::Object(m)) if has_member(m))
+        && owns_something(raw)
+}
+
+/// Whether a stored entry's FieldsV1 names at least one field.
+fn owns_something(raw: &Value) -> bool {
+    matches!(raw.get("fieldsV1"), Some(Value::Object(m)) if has_member(m))
 }
 
 /// Whether `parse_node` would find any member below `node`, without building the paths.
@@ -576,15 +587,6 @@ fn is_member(node: &Value) -> bool {
     match node {
         Value::Object(m) => m.is_empty() || m.contains_key("."),
         _ => true,
-    }
-}
-
-fn write_raw(obj: &mut Value, list: Vec<Value>) {
-    let meta = crate::meta::metadata_mut(obj);
-    if list.is_empty() {
-        meta.remove("managedFields");
-    } else {
-        meta.insert("managedFields".into(), Value::Array(list));
     }
 }
 
