@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -19,6 +20,7 @@ use spark_operator_runtime::Runtime;
 use spark_operator_runtime::args::{Listen, parse_listen};
 use spark_operator_runtime::error_chain::ErrorChain;
 use spark_operator_runtime::metrics::{Counter, Histogram, LATENCY_SECONDS, Render, write_counter, write_histogram};
+use spark_operator_runtime::shutdown::Shutdown;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
@@ -43,6 +45,14 @@ pub const VALIDATE_SCHEDULED_PATH: &str = "/validate-sparkoperator-k8s-io-v1beta
 const MAX_BODY: usize = 3 * 1024 * 1024;
 /// Connections served at once.
 const MAX_CONNECTIONS: usize = 256;
+/// How long a connection may sit idle between reviews, and how long a review's headers may take.
+/// hyper has one timer for both (it starts when a connection goes idle). kube-apiserver keeps idle
+/// webhook connections pooled for 90 s (Go's `IdleConnTimeout`, set by apimachinery's transport
+/// defaults) and does not retry a POST on a pooled connection the server has closed. So the webhook
+/// must never close an idle connection first: a review sent just as we close it would fail the
+/// user's request with "failed calling webhook". Slots ([`MAX_CONNECTIONS`]) bound what clients
+/// can hold.
+const IDLE_OR_HEADER_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long in-flight reviews may take to finish on shutdown.
 const DRAIN: Duration = Duration::from_secs(10);
 
@@ -452,9 +462,32 @@ pub async fn serve(args: WebhookArgs, runtime: &Runtime, acceptor: Option<TlsAcc
         ready.set(true);
     }));
 
+    let shutdown = runtime.shutdown().clone();
+    let connections = serve_connections(listener, acceptor, shutdown, move |request| {
+        let shared = shared.clone();
+        async move { handle(request, &shared).await }
+    })
+    .await;
+    runtime.readiness().register("webhook").set(false);
+    drain(connections).await;
+    drop(cache);
+    Ok(())
+}
+
+/// Serves HTTP/1.1 connections from `listener` (over TLS when `acceptor` is given) with `handle` until
+/// `shutdown` fires; returns the connections still open, for [`drain`].
+async fn serve_connections<H, F>(
+    listener: TcpListener,
+    acceptor: Option<TlsAcceptor>,
+    shutdown: Shutdown,
+    handle: H,
+) -> JoinSet<()>
+where
+    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<Full<Bytes>>> + Send + 'static,
+{
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut connections = JoinSet::new();
-    let shutdown = runtime.shutdown().clone();
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
@@ -464,42 +497,113 @@ pub async fn serve(args: WebhookArgs, runtime: &Runtime, acceptor: Option<TlsAcc
         let Ok(slot) = slots.clone().acquire_owned().await else {
             break;
         };
-        let shared = shared.clone();
+        let handle = handle.clone();
         let acceptor = acceptor.clone();
+        let shutdown = shutdown.clone();
         connections.spawn(async move {
-            let service = service_fn(move |request| {
-                let shared = shared.clone();
-                async move { Ok::<_, Infallible>(handle(request, &shared).await) }
-            });
-            let http = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(5))
-                .clone();
             match acceptor {
                 Some(acceptor) => {
                     // A handshake that never completes must not hold a slot.
                     if let Ok(Ok(tls)) = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream)).await {
-                        let _ = http.serve_connection(TokioIo::new(tls), service).await;
+                        serve_connection(TokioIo::new(tls), handle, shutdown).await;
                     }
                 }
-                None => {
-                    let _ = http.serve_connection(TokioIo::new(stream), service).await;
-                }
+                None => serve_connection(TokioIo::new(stream), handle, shutdown).await,
             }
             drop(slot);
         });
         while connections.try_join_next().is_some() {}
     }
-    runtime.readiness().register("webhook").set(false);
-    // Drain what is in flight, bounded so a stuck client cannot hold the shutdown.
+    connections
+}
+
+/// Serves one connection until the client closes it, it sits idle past [`IDLE_OR_HEADER_TIMEOUT`], or
+/// `shutdown` fires: then an idle connection closes at once and a busy one after its answer.
+async fn serve_connection<I, H, F>(io: I, handle: H, shutdown: Shutdown)
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    H: Fn(Request<Incoming>) -> F + Send + Sync + 'static,
+    F: Future<Output = Response<Full<Bytes>>> + Send + 'static,
+{
+    let service = service_fn(move |request| {
+        let answer = handle(request);
+        async move { Ok::<_, Infallible>(answer.await) }
+    });
+    let connection = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(IDLE_OR_HEADER_TIMEOUT)
+        .serve_connection(io, service);
+    let mut connection = std::pin::pin!(connection);
+    tokio::select! {
+        _ = connection.as_mut() => return,
+        _ = shutdown.fired() => {}
+    }
+    connection.as_mut().graceful_shutdown();
+    let _ = connection.await;
+}
+
+/// Waits for the requests in flight, bounded so a stuck client cannot hold the shutdown.
+async fn drain(mut connections: JoinSet<()>) {
     let _ = tokio::time::timeout(DRAIN, async { while connections.join_next().await.is_some() {} }).await;
-    drop(cache);
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // kube-apiserver's pool keeps an idle connection for 90 s; closing ours first races its reviews.
+    const _: () = assert!(IDLE_OR_HEADER_TIMEOUT.as_secs() > 90);
+
+    /// One review-shaped exchange on `stream`: the status line of the answer.
+    async fn post(stream: &mut tokio::net::TcpStream) -> std::io::Result<String> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        stream
+            .write_all(b"POST /mutate--v1-pod HTTP/1.1\r\nhost: webhook\r\ncontent-length: 2\r\n\r\n{}")
+            .await?;
+        let mut answer = Vec::new();
+        let mut buffer = [0u8; 1024];
+        // The test's answer is `ok`, with a content-length: read until the body is in.
+        while !answer.ends_with(b"\r\n\r\nok") {
+            let read = stream.read(&mut buffer).await?;
+            if read == 0 {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "connection closed",
+                ));
+            }
+            answer.extend_from_slice(&buffer[..read]);
+        }
+        Ok(String::from_utf8_lossy(&answer)
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_owned())
+    }
+
+    /// The API server sends a review on a connection it pooled seconds ago and does not retry a POST
+    /// that fails there. With hyper's header timer at 5 s (as it was), this connection was closed
+    /// after 5 s idle and the second review failed.
+    #[tokio::test]
+    async fn a_connection_left_idle_between_reviews_is_still_served() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let (trigger, shutdown) = Shutdown::new();
+        let server = tokio::spawn(serve_connections(listener, None, shutdown, |_| async {
+            respond(StatusCode::OK, b"ok".to_vec())
+        }));
+        let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+        assert_eq!(post(&mut stream).await.unwrap(), "HTTP/1.1 200 OK");
+        tokio::time::sleep(Duration::from_secs(7)).await;
+        let again = post(&mut stream).await;
+        assert_eq!(again.as_deref().map_err(ToString::to_string), Ok("HTTP/1.1 200 OK"));
+        // On shutdown the idle connection is closed at once, not held until the drain gives up.
+        trigger.fire();
+        let connections = server.await.unwrap();
+        let mut rest = Vec::new();
+        let closed = tokio::time::timeout(DRAIN, tokio::io::AsyncReadExt::read_to_end(&mut stream, &mut rest)).await;
+        assert!(matches!(closed, Ok(Ok(0))), "{closed:?}");
+        drain(connections).await;
+    }
 
     fn ca_config_map(args: &WebhookArgs) -> Option<(String, String)> {
         match args.certificates() {

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -46,7 +46,7 @@ type PoolKey = (String, String, Option<Vec<u8>>);
 
 #[derive(Default)]
 pub(crate) struct HttpsClient {
-    idle: Mutex<HashMap<PoolKey, Vec<SendRequest<Full<Bytes>>>>>,
+    idle: Mutex<IdlePool<SendRequest<Full<Bytes>>>>,
     configs: Mutex<HashMap<Option<Vec<u8>>, Arc<rustls::ClientConfig>>>,
 }
 
@@ -58,6 +58,42 @@ impl std::fmt::Debug for HttpsClient {
 
 /// Idle connections kept per target.
 const MAX_IDLE: usize = 8;
+/// How long a connection stays pooled unused: Go's `http.DefaultTransport` `IdleConnTimeout`, which
+/// apimachinery's transport defaults give the apiserver's webhook client.
+const IDLE_CONN_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// Idle connections per target, each with the moment it was last used, newest last.
+struct IdlePool<C> {
+    by_key: HashMap<PoolKey, Vec<(C, Instant)>>,
+}
+
+impl<C> Default for IdlePool<C> {
+    fn default() -> Self {
+        Self { by_key: HashMap::new() }
+    }
+}
+
+impl<C> IdlePool<C> {
+    /// The most recently used connection for `key` that `usable` accepts and that has been idle for
+    /// less than [`IDLE_CONN_TIMEOUT`]; the others are dropped (closed), as Go's idle timer closes them.
+    fn take(&mut self, key: &PoolKey, now: Instant, usable: impl Fn(&C) -> bool) -> Option<C> {
+        let list = self.by_key.get_mut(key)?;
+        list.retain(|(_, since)| now.saturating_duration_since(*since) < IDLE_CONN_TIMEOUT);
+        while let Some((c, _)) = list.pop() {
+            if usable(&c) {
+                return Some(c);
+            }
+        }
+        None
+    }
+
+    fn put(&mut self, key: PoolKey, connection: C, now: Instant) {
+        let list = self.by_key.entry(key).or_default();
+        if list.len() < MAX_IDLE {
+            list.push((connection, now));
+        }
+    }
+}
 
 impl HttpsClient {
     /// POSTs `body` (JSON) and returns the status code and body; the whole exchange is bounded
@@ -108,13 +144,7 @@ impl HttpsClient {
 
     fn take_idle(&self, key: &PoolKey) -> Option<SendRequest<Full<Bytes>>> {
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        let list = idle.get_mut(key)?;
-        while let Some(s) = list.pop() {
-            if s.is_ready() {
-                return Some(s);
-            }
-        }
-        None
+        idle.take(key, Instant::now(), SendRequest::is_ready)
     }
 
     fn put_idle(&self, key: PoolKey, sender: SendRequest<Full<Bytes>>) {
@@ -122,10 +152,7 @@ impl HttpsClient {
             return;
         }
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        let list = idle.entry(key).or_default();
-        if list.len() < MAX_IDLE {
-            list.push(sender);
-        }
+        idle.put(key, sender, Instant::now());
     }
 
     fn tls_config(&self, ca_bundle: Option<&[u8]>) -> Result<Arc<rustls::ClientConfig>, CallError> {
@@ -290,5 +317,38 @@ pub(crate) fn status_error(code: u16, body: &[u8]) -> String {
         }
         c if c >= 500 => format!("an error on the server ({text:?}) has prevented the request from succeeding"),
         c => format!("the server responded with the status code {c} but did not return more information"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(name: &str) -> PoolKey {
+        (format!("{name}:443"), name.to_owned(), None)
+    }
+
+    #[test]
+    fn a_connection_idle_for_the_idle_timeout_is_closed_not_reused() {
+        let start = Instant::now();
+        let mut pool = IdlePool::default();
+        pool.put(key("a"), "old", start);
+        pool.put(key("a"), "newer", start + Duration::from_secs(30));
+        let later = start + IDLE_CONN_TIMEOUT;
+        assert_eq!(pool.take(&key("a"), later, |_| true), Some("newer"));
+        // "old" was idle for the whole timeout: dropped, not handed out.
+        assert_eq!(pool.take(&key("a"), later, |_| true), None);
+    }
+
+    #[test]
+    fn the_newest_usable_connection_of_the_target_is_taken() {
+        let start = Instant::now();
+        let mut pool = IdlePool::default();
+        pool.put(key("a"), 1, start);
+        pool.put(key("a"), 2, start);
+        pool.put(key("b"), 3, start);
+        assert_eq!(pool.take(&key("a"), start, |c| *c != 2), Some(1));
+        assert_eq!(pool.take(&key("a"), start, |_| true), None);
+        assert_eq!(pool.take(&key("b"), start, |_| true), Some(3));
     }
 }
