@@ -25,17 +25,27 @@ fn is_events_group(info: &ResourceInfo) -> bool {
     info.group == "events.k8s.io" && info.resource == "events"
 }
 
+/// Whether [`into_storage`] of [`into_version`] gives back exactly the stored object: not for Events,
+/// whose renamed fields could collide with fields of the same name.
+pub fn round_trips(info: &ResourceInfo) -> bool {
+    !is_events_group(info)
+}
+
 /// Converts a stored object to what `info` in `version` serves.
 pub fn to_version(info: &ResourceInfo, stored: &Value, version: &str) -> Value {
-    let mut out = stored.clone();
-    if let Value::Object(map) = &mut out {
+    into_version(info, stored.clone(), version)
+}
+
+/// [`to_version`] of an object the caller gives up (no copy).
+pub fn into_version(info: &ResourceInfo, mut stored: Value, version: &str) -> Value {
+    if let Value::Object(map) = &mut stored {
         if is_events_group(info) {
             rename_fields(map, EVENT_FIELDS.iter().map(|(core, ev)| (*core, *ev)));
         }
         map.insert("apiVersion".into(), Value::String(api_version(&info.group, version)));
         map.insert("kind".into(), Value::String(info.kind.clone()));
     }
-    out
+    stored
 }
 
 /// [`to_version`] without a copy where it would change nothing (the object is stored in the version
@@ -55,8 +65,12 @@ pub fn as_version<'a>(info: &ResourceInfo, stored: &'a Value, version: &str) -> 
 
 /// Converts an object a client sent (in `info`'s group and the given version) to its stored form.
 pub fn to_storage(info: &ResourceInfo, obj: &Value) -> Value {
-    let mut out = obj.clone();
-    if let Value::Object(map) = &mut out {
+    into_storage(info, obj.clone())
+}
+
+/// [`to_storage`] of an object the caller gives up (no copy).
+pub fn into_storage(info: &ResourceInfo, mut obj: Value) -> Value {
+    if let Value::Object(map) = &mut obj {
         let storage_api_version = if is_events_group(info) {
             rename_fields(map, EVENT_FIELDS.iter().map(|(core, ev)| (*ev, *core)));
             "v1".to_string()
@@ -66,7 +80,7 @@ pub fn to_storage(info: &ResourceInfo, obj: &Value) -> Value {
         map.insert("apiVersion".into(), Value::String(storage_api_version));
         map.insert("kind".into(), Value::String(info.kind.clone()));
     }
-    out
+    obj
 }
 
 fn rename_fields<'a>(map: &mut Map<String, Value>, pairs: impl Iterator<Item = (&'a str, &'a str)>) {

@@ -73,7 +73,7 @@ impl Store {
                 Operation::Delete,
                 "",
                 &ns,
-                &current,
+                Value::Null,
                 Some(&current),
                 opts.dry_run,
                 &wo.user,

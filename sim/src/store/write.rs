@@ -145,7 +145,7 @@ impl Store {
         if !ns.is_empty() {
             meta::set(&mut obj, "namespace", json!(ns));
         }
-        let mut stored = convert::to_storage(info, &obj);
+        let mut stored = convert::into_storage(info, obj);
         defaults::apply(&info.group, &info.kind, &mut stored);
         if info.status_subresource
             && let Value::Object(m) = &mut stored
@@ -161,14 +161,14 @@ impl Store {
             Operation::Create,
             "",
             &ns,
-            &stored,
+            stored,
             None,
             opts.dry_run,
             &opts.user,
         );
         req.warnings = unknown_fields;
         self.mutate(&mut req).await?;
-        stored = take_object(info, req.object.take(), &stored);
+        let mut stored = take_back(info, &mut req)?;
         crd::prune(info, &gvr.version, &mut stored);
 
         // Registry rules (BeforeCreate): name generation, system fields, generation, status.
@@ -211,9 +211,8 @@ impl Store {
         if !causes.is_empty() {
             return Err(ApiError::invalid(&info.group, &info.kind, meta::name(&stored), causes));
         }
-        req.object = Some(convert::to_version(info, &stored, &gvr.version));
         req.name = meta::name(&stored).to_string();
-        self.validate(&mut req).await?;
+        let mut stored = self.validate_lent(info, gvr, &mut req, stored).await?;
 
         let schema = schema(info, &gvr.version);
         if applied_by.is_none() {
@@ -488,7 +487,7 @@ impl Store {
                 }
                 meta::set(&mut desired, "namespace", json!(ns));
             }
-            let mut new = convert::to_storage(info, &desired);
+            let mut new = convert::into_storage(info, desired);
             defaults::apply(&info.group, &info.kind, &mut new);
             let unknown_fields = crd::decode(info, &gvr.version, &mut new, opts.field_validation.as_deref())?;
 
@@ -498,7 +497,7 @@ impl Store {
                 Operation::Update,
                 part.name(),
                 &ns,
-                &new,
+                new,
                 Some(&current),
                 opts.dry_run,
                 &opts.user,
@@ -506,7 +505,7 @@ impl Store {
             req.name = name.to_string();
             req.warnings = unknown_fields;
             self.mutate(&mut req).await?;
-            new = take_object(info, req.object.take(), &new);
+            let mut new = take_back(info, &mut req)?;
             crd::prune(info, &gvr.version, &mut new);
 
             // Registry rules (BeforeUpdate).
@@ -520,8 +519,7 @@ impl Store {
             if !causes.is_empty() {
                 return Err(ApiError::invalid(&info.group, &info.kind, name, causes));
             }
-            req.object = Some(convert::to_version(info, &new, &gvr.version));
-            self.validate(&mut req).await?;
+            let mut new = self.validate_lent(info, gvr, &mut req, new).await?;
 
             if !applied_managed {
                 let manager = opts.manager();
@@ -628,7 +626,8 @@ impl Store {
     }
 
     pub(super) fn check_size(&self, obj: &Value) -> Result<(), ApiError> {
-        let size = serde_json::to_vec(obj).map(|b| b.len()).unwrap_or(usize::MAX);
+        let mut counted = ByteCount(0);
+        let size = serde_json::to_writer(&mut counted, obj).map_or(usize::MAX, |()| counted.0);
         if size > self.inner.config.max_object_bytes {
             Err(ApiError::EtcdRequestTooLarge)
         } else {
@@ -644,7 +643,7 @@ impl Store {
         operation: Operation,
         subresource: &str,
         namespace: &str,
-        stored: &Value,
+        stored: Value,
         old: Option<&Value>,
         dry_run: bool,
         user: &UserInfo,
@@ -657,8 +656,8 @@ impl Store {
             subresource: subresource.to_string(),
             kind: info.kind.clone(),
             namespace: namespace.to_string(),
-            name: meta::name(stored).to_string(),
-            object: Some(convert::to_version(info, stored, &gvr.version)),
+            name: meta::name(&stored).to_string(),
+            object: Some(convert::into_version(info, stored, &gvr.version)),
             old_object: old.map(|o| convert::to_version(info, o, &gvr.version)),
             dry_run,
             user: user.clone(),
@@ -674,6 +673,28 @@ impl Store {
             plugin.mutate(req).await?;
         }
         Ok(())
+    }
+
+    /// The validating admission phase over `stored` (an object about to be written), given back
+    /// unchanged: validating plugins only read it.
+    async fn validate_lent(
+        &self,
+        info: &ResourceInfo,
+        gvr: &Gvr,
+        req: &mut AdmissionRequest,
+        stored: Value,
+    ) -> Result<Value, ApiError> {
+        if !convert::round_trips(info) {
+            req.object = Some(convert::to_version(info, &stored, &gvr.version));
+            self.validate(req).await?;
+            return Ok(stored);
+        }
+        // Lent rather than copied: a write's object is large and copying it was a good part of a
+        // write's cost.
+        req.object = Some(convert::into_version(info, stored, &gvr.version));
+        let validated = self.validate(req).await;
+        let stored = take_back(info, req)?;
+        validated.map(|()| stored)
     }
 
     /// The validating admission phase.
@@ -712,11 +733,13 @@ fn patch_error(e: PatchError) -> ApiError {
     }
 }
 
-fn take_object(info: &ResourceInfo, mutated: Option<Value>, fallback: &Value) -> Value {
-    match mutated {
-        Some(v) => convert::to_storage(info, &v),
-        None => fallback.clone(),
-    }
+/// The object of a create or update back from an admission phase, in stored form. The phases change
+/// it but never remove it.
+fn take_back(info: &ResourceInfo, req: &mut AdmissionRequest) -> Result<Value, ApiError> {
+    req.object
+        .take()
+        .map(|object| convert::into_storage(info, object))
+        .ok_or_else(|| ApiError::Internal("admission removed the object being written".into()))
 }
 
 pub(super) fn is_still(state: &State, info: &ResourceInfo, ns: &str, name: &str, current: &Arc<Value>) -> bool {
@@ -872,5 +895,19 @@ fn set_condition(pod: &mut Value, type_: &str, now: &str) {
     if let Value::Array(list) = conditions {
         list.retain(|c| c.get("type").and_then(Value::as_str) != Some(type_));
         list.push(cond);
+    }
+}
+
+/// Counts the bytes of a serialization without keeping them.
+struct ByteCount(usize);
+
+impl std::io::Write for ByteCount {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0 += bytes.len();
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
