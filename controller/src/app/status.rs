@@ -43,7 +43,43 @@ pub struct Fit {
 
 /// The status's size as written (JSON).
 pub fn size(status: &SparkApplicationStatus) -> usize {
-    serde_json::to_vec(status).map_or(usize::MAX, |v| v.len())
+    let mut counted = ByteCount(0);
+    serde_json::to_writer(&mut counted, status).map_or(usize::MAX, |()| counted.0)
+}
+
+/// Counts the bytes written to it, keeping none.
+struct ByteCount(usize);
+
+impl std::io::Write for ByteCount {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0 += bytes.len();
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Compares what is written to it with `expected`, failing at the first byte that differs.
+struct SameAs<'a> {
+    expected: &'a [u8],
+    at: usize,
+}
+
+impl std::io::Write for SameAs<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let end = self.at + bytes.len();
+        if self.expected.get(self.at..end) != Some(bytes) {
+            return Err(std::io::Error::other("differs"));
+        }
+        self.at = end;
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Shrinks `status` until it serializes to at most `budget` bytes (see the module docs for the order).
@@ -162,9 +198,19 @@ pub fn unchanged(stored: Option<&SparkApplicationStatus>, wanted: &SparkApplicat
     match stored {
         // Every timestamp the controller writes has second precision, so equal values are equal JSON.
         Some(stored) if stored == wanted => true,
+        // Serialized, not converted to `Value`s: a status is large and one is written on most
+        // reconciles. Its JSON is canonical (fields in declaration order, maps sorted, no floats), so
+        // equal bytes are equal JSON.
         stored => {
-            let stored = stored.cloned().unwrap_or_default();
-            serde_json::to_value(&stored).ok() == serde_json::to_value(wanted).ok()
+            let default = SparkApplicationStatus::default();
+            let Ok(expected) = serde_json::to_vec(stored.unwrap_or(&default)) else {
+                return false;
+            };
+            let mut same = SameAs {
+                expected: &expected,
+                at: 0,
+            };
+            serde_json::to_writer(&mut same, wanted).is_ok() && same.at == expected.len()
         }
     }
 }
@@ -274,6 +320,41 @@ mod tests {
         let mut status = SparkApplicationStatus::default();
         tracker.render(&mut status);
         status
+    }
+
+    #[test]
+    fn a_status_is_unchanged_when_it_would_be_written_as_stored() {
+        let stored = churn(
+            300,
+            Limits {
+                max_tracked: 100,
+                max_failures: 20,
+            },
+        );
+        assert!(unchanged(Some(&stored), &stored.clone()));
+        // Sub-second precision the API never stores: different values, the same JSON.
+        let mut sub_second = stored.clone();
+        let second = Timestamp::from_second(1_700_000_000).unwrap();
+        let mut at_second = stored.clone();
+        at_second.termination_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(second));
+        sub_second.termination_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            second + jiff::SignedDuration::from_millis(300),
+        ));
+        assert_ne!(at_second, sub_second);
+        assert!(unchanged(Some(&at_second), &sub_second));
+        // A difference anywhere, including the last byte, is a change.
+        let mut one_more = stored.clone();
+        one_more.execution_attempts += 1;
+        assert!(!unchanged(Some(&stored), &one_more));
+        let mut longer = stored.clone();
+        longer
+            .uncounted_executor_terminations
+            .push(TerminationRecord::default());
+        assert!(!unchanged(Some(&stored), &longer));
+        assert!(!unchanged(Some(&longer), &stored));
+        // Nothing stored is the empty status.
+        assert!(unchanged(None, &SparkApplicationStatus::default()));
+        assert!(!unchanged(None, &stored));
     }
 
     #[test]
