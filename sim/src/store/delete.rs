@@ -73,12 +73,11 @@ impl Store {
                 Operation::Delete,
                 "",
                 &ns,
-                Value::Null,
+                None,
                 Some(&current),
                 opts.dry_run,
                 &wo.user,
             );
-            req.object = None;
             req.name = name.to_string();
             self.mutate(&mut req).await?;
             self.validate(&mut req).await?;
