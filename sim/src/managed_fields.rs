@@ -102,6 +102,11 @@ impl FieldSet {
 
     /// FieldsV1 JSON.
     pub fn to_fields_v1(&self) -> Value {
+        Value::Object(self.to_fields_v1_map())
+    }
+
+    /// FieldsV1 JSON, as the map it is.
+    fn to_fields_v1_map(&self) -> Map<String, Value> {
         let mut root = Map::new();
         for path in &self.paths {
             let mut node = &mut root;
@@ -120,7 +125,7 @@ impl FieldSet {
         }
         // Members recorded before their children were added: mark with `.`.
         mark_members(&mut root, &self.paths, &mut Vec::new());
-        Value::Object(root)
+        root
     }
 
     /// Parses FieldsV1 JSON; unknown keys are skipped.
@@ -295,13 +300,18 @@ pub struct ManagedEntry {
 
 impl ManagedEntry {
     pub fn to_json(&self) -> Value {
+        self.to_json_with(self.fields.to_fields_v1())
+    }
+
+    /// The entry's JSON with `fields_v1` for its fields (its own `fields` are not read).
+    fn to_json_with(&self, fields_v1: Value) -> Value {
         let mut v = json!({
             "manager": self.manager,
             "operation": self.operation,
             "apiVersion": self.api_version,
             "time": self.time,
             "fieldsType": "FieldsV1",
-            "fieldsV1": self.fields.to_fields_v1(),
+            "fieldsV1": fields_v1,
         });
         if !self.subresource.is_empty() {
             v["subresource"] = json!(self.subresource);
@@ -472,8 +482,9 @@ impl Changes<'_, '_> {
 /// disappeared leave every manager. Only paths `in_scope` are tracked for this write.
 ///
 /// Entries that own none of the changed or removed fields are carried over as stored, without being
-/// parsed: a pod's status writes touch a few fields of one or two managers, and parsing and rewriting
-/// every entry on every write was a large share of a simulated API server's time under pod churn.
+/// parsed, and the entries a write does touch are edited as FieldsV1 trees, never parsed into paths: a
+/// pod's or an application's status writes touch a few fields of one or two managers, and parsing and
+/// rewriting the entries on every write was a large share of a simulated API server's time under churn.
 #[allow(clippy::too_many_arguments)]
 pub fn record_update(
     old: Option<&Value>,
@@ -493,8 +504,8 @@ pub fn record_update(
         }
         return;
     }
-    let (changed, removed) = (FieldSet { paths: changed }, FieldSet { paths: removed });
-    let touched = changed.union(&removed).to_fields_v1();
+    let changed = FieldSet { paths: changed }.to_fields_v1_map();
+    let removed = FieldSet { paths: removed }.to_fields_v1_map();
     let mine = ManagedEntry {
         manager: manager.to_string(),
         operation: "Update".into(),
@@ -511,36 +522,99 @@ pub fn record_update(
         };
         let is_mine = !found_mine && entry.same_slot(&mine);
         let fields = raw.get("fieldsV1");
-        if !is_mine && !fields.is_some_and(|f| owns_any(f, &touched)) {
+        let touched = fields.is_some_and(|f| owns_any_of(f, &changed) || owns_any_of(f, &removed));
+        if !is_mine && !touched {
             if owns_something(raw) {
                 list.push(raw.clone());
             }
             continue;
         }
-        entry.fields = fields
-            .map(FieldSet::from_fields_v1)
-            .unwrap_or_default()
-            .difference(&changed)
-            .difference(&removed);
+        let mut fields = match fields {
+            Some(Value::Object(fields)) => fields.clone(),
+            _ => Map::new(),
+        };
+        subtract(&mut fields, &changed);
+        subtract(&mut fields, &removed);
         if is_mine {
             found_mine = true;
-            entry.fields = entry.fields.union(&changed);
+            add(&mut fields, &changed);
             entry.time = now.to_string();
         }
-        if !entry.fields.is_empty() {
-            list.push(entry.to_json());
+        if has_member(&fields) {
+            list.push(entry.to_json_with(Value::Object(fields)));
         }
     }
-    if !found_mine && !changed.is_empty() {
-        list.push(
-            ManagedEntry {
-                fields: changed,
-                ..mine
-            }
-            .to_json(),
-        );
+    if !found_mine && has_member(&changed) {
+        list.push(mine.to_json_with(Value::Object(changed)));
     }
     write_raw(new, list);
+}
+
+/// Takes the members of the FieldsV1 tree `minus` out of the FieldsV1 tree `node` (canonical, as
+/// [`FieldSet::to_fields_v1`] writes it), keeping it canonical: a member with children is marked `.`, one
+/// without is `{}`, and a parent left with no member below it goes.
+fn subtract(node: &mut Map<String, Value>, minus: &Map<String, Value>) {
+    for (key, gone) in minus.iter().filter(|(key, _)| *key != ".") {
+        let Some(child) = node.get_mut(key) else {
+            continue;
+        };
+        let Value::Object(children) = child else {
+            // A leaf written as a non-object: a member without children.
+            if is_member(gone) {
+                node.remove(key);
+            }
+            continue;
+        };
+        let mut member = is_member_map(children);
+        children.remove(".");
+        if is_member(gone) {
+            member = false;
+        }
+        if let Value::Object(gone) = gone {
+            subtract(children, gone);
+        }
+        if !encode(children, member) {
+            node.remove(key);
+        }
+    }
+}
+
+/// Adds the members of the FieldsV1 tree `plus` to the FieldsV1 tree `node`, keeping it canonical.
+fn add(node: &mut Map<String, Value>, plus: &Map<String, Value>) {
+    for (key, added) in plus.iter().filter(|(key, _)| *key != ".") {
+        let child = node.entry(key.clone()).or_insert(Value::Null);
+        let mut member = match child {
+            Value::Object(children) => is_member_map(children),
+            // A leaf written as a non-object is a member; a new node is not yet.
+            Value::Null => false,
+            _ => true,
+        };
+        if !child.is_object() {
+            *child = Value::Object(Map::new());
+        }
+        let Value::Object(children) = child else {
+            continue;
+        };
+        children.remove(".");
+        if is_member(added) {
+            member = true;
+        }
+        if let Value::Object(added) = added {
+            add(children, added);
+        }
+        if !encode(children, member) {
+            node.remove(key);
+        }
+    }
+}
+
+/// Marks `children` (a node's children, without `.`) as a member or not; false when the node, neither a
+/// member nor a parent of one, should go.
+fn encode(children: &mut Map<String, Value>, member: bool) -> bool {
+    if member && !children.is_empty() {
+        children.insert(".".into(), json!({}));
+    }
+    member || !children.is_empty()
 }
 
 /// Whether a stored entry is one `read` would return and `write` would keep: it has an operation and
@@ -569,15 +643,16 @@ fn has_member(node: &Map<String, Value>) -> bool {
     })
 }
 
-/// Whether the FieldsV1 tree `fields` has a member that `touched` (also FieldsV1) has.
-fn owns_any(fields: &Value, touched: &Value) -> bool {
-    let (Value::Object(fields), Value::Object(touched)) = (fields, touched) else {
-        return false;
-    };
+/// Whether the FieldsV1 tree `fields` has a member that the FieldsV1 tree `touched` has.
+fn owns_any_of(fields: &Value, touched: &Map<String, Value>) -> bool {
+    matches!(fields, Value::Object(fields) if owns_any(fields, touched))
+}
+
+fn owns_any(fields: &Map<String, Value>, touched: &Map<String, Value>) -> bool {
     touched.iter().filter(|(key, _)| *key != ".").any(|(key, t)| {
-        fields
-            .get(key)
-            .is_some_and(|f| (is_member(f) && is_member(t)) || owns_any(f, t))
+        fields.get(key).is_some_and(|f| {
+            (is_member(f) && is_member(t)) || matches!((f, t), (Value::Object(f), Value::Object(t)) if owns_any(f, t))
+        })
     })
 }
 
@@ -585,9 +660,13 @@ fn owns_any(fields: &Value, touched: &Value) -> bool {
 /// `parse_node` reads it.
 fn is_member(node: &Value) -> bool {
     match node {
-        Value::Object(m) => m.is_empty() || m.contains_key("."),
+        Value::Object(m) => is_member_map(m),
         _ => true,
     }
+}
+
+fn is_member_map(node: &Map<String, Value>) -> bool {
+    node.is_empty() || node.contains_key(".")
 }
 
 #[cfg(test)]
@@ -737,8 +816,8 @@ mod tests {
         assert_eq!(created, FieldSet::of(&pod, &schema, false).paths);
     }
 
-    /// `record_update` as it was before it carried untouched entries over unparsed: every entry read,
-    /// changed and written again.
+    /// `record_update` as it was before it carried untouched entries over unparsed and edited the
+    /// touched ones as FieldsV1 trees: every entry parsed into paths, changed and written again.
     #[allow(clippy::too_many_arguments)]
     fn record_update_by_parsing_every_entry(
         old: Option<&Value>,

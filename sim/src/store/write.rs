@@ -793,27 +793,36 @@ fn scope_namespace(info: &ResourceInfo, namespace: &str, obj: &Value) -> Result<
 fn prepare_update(info: &ResourceInfo, current: &Value, mut new: Value, part: Part<'_>) -> Value {
     match part {
         Part::Status => {
-            let mut out = current.clone();
-            match new.get("status") {
-                Some(s) => out["status"] = s.clone(),
-                None => {
-                    if let Value::Object(m) = &mut out {
-                        m.remove("status");
-                    }
-                }
+            // The status the client sent is moved in and the stored one never copied: a status can be most
+            // of an object.
+            let mut out = match current {
+                Value::Object(fields) => Value::Object(
+                    fields
+                        .iter()
+                        .filter(|(key, _)| *key != "status")
+                        .map(|(key, value)| (key.clone(), value.clone()))
+                        .collect(),
+                ),
+                other => other.clone(),
+            };
+            if let Some(status) = new.as_object_mut().and_then(|m| m.remove("status")) {
+                out["status"] = status;
             }
             if !info.is_crd_backed() {
                 for f in ["labels", "annotations"] {
-                    match new.pointer(&format!("/metadata/{f}")) {
-                        Some(v) => meta::set(&mut out, f, v.clone()),
+                    match new.pointer_mut("/metadata").and_then(|m| m.as_object_mut()?.remove(f)) {
+                        Some(v) => meta::set(&mut out, f, v),
                         None => {
                             meta::remove(&mut out, f);
                         }
                     }
                 }
             }
-            if let Some(mf) = new.pointer("/metadata/managedFields") {
-                meta::set(&mut out, "managedFields", mf.clone());
+            if let Some(mf) = new
+                .pointer_mut("/metadata")
+                .and_then(|m| m.as_object_mut()?.remove("managedFields"))
+            {
+                meta::set(&mut out, "managedFields", mf);
             }
             return out;
         }
