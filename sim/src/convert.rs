@@ -5,6 +5,7 @@
 //! CRDs with several versions use the `None` conversion strategy (only `apiVersion` changes).
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
@@ -46,6 +47,14 @@ pub fn into_version(info: &ResourceInfo, mut stored: Value, version: &str) -> Va
         map.insert("kind".into(), Value::String(info.kind.clone()));
     }
     stored
+}
+
+/// [`to_version`] of a stored object, shared instead of copied where converting would change nothing.
+pub fn shared_version(info: &ResourceInfo, stored: &Arc<Value>, version: &str) -> Arc<Value> {
+    match as_version(info, stored, version) {
+        Cow::Borrowed(_) => Arc::clone(stored),
+        Cow::Owned(converted) => Arc::new(converted),
+    }
 }
 
 /// [`to_version`] without a copy where it would change nothing (the object is stored in the version

@@ -293,7 +293,7 @@ impl WebhookAdmission {
         let target = self.target(hook).map_err(|e| CallFailure(e.to_string()))?;
         let uid = uuid::Uuid::new_v4().to_string();
         let object = self.in_version(req, req.object.as_ref(), &inv.version);
-        let old_object = self.in_version(req, req.old_object.as_ref(), &inv.version);
+        let old_object = self.in_version(req, req.old_object.as_deref(), &inv.version);
         let body = review::build(&review::ReviewInput {
             uid: &uid,
             review_version,

@@ -60,7 +60,6 @@ impl Store {
             let current = self
                 .get_stored(&info.storage, &ns, name)
                 .ok_or_else(|| ApiError::not_found(&info.group, &info.resource, name))?;
-            let current_v = convert::to_version(&info, &current, &gvr.version);
             check_preconditions(&info, name, &current, opts)?;
             let wo = WriteOptions {
                 dry_run: opts.dry_run,
@@ -137,7 +136,7 @@ impl Store {
                 }
                 if !changed {
                     return Ok(Deleted {
-                        object: current_v,
+                        object: convert::to_version(&info, &current, &gvr.version),
                         gone: false,
                         warnings: req.warnings,
                     });
@@ -182,7 +181,7 @@ impl Store {
             }
             if opts.dry_run {
                 return Ok(Deleted {
-                    object: current_v,
+                    object: convert::to_version(&info, &current, &gvr.version),
                     gone: true,
                     warnings: req.warnings,
                 });

@@ -644,7 +644,7 @@ impl Store {
         subresource: &str,
         namespace: &str,
         stored: Option<Value>,
-        old: Option<&Value>,
+        old: Option<&Arc<Value>>,
         dry_run: bool,
         user: &UserInfo,
     ) -> AdmissionRequest {
@@ -658,7 +658,7 @@ impl Store {
             namespace: namespace.to_string(),
             name: stored.as_ref().map(meta::name).unwrap_or_default().to_string(),
             object: stored.map(|o| convert::into_version(info, o, &gvr.version)),
-            old_object: old.map(|o| convert::to_version(info, o, &gvr.version)),
+            old_object: old.map(|o| convert::shared_version(info, o, &gvr.version)),
             dry_run,
             user: user.clone(),
             options: json!({}),

@@ -291,7 +291,7 @@ impl Webhook {
             return Ok(true);
         }
         let matches = |o: Option<&Value>| o.is_some_and(|o| selector.matches_object(o));
-        Ok(matches(req.object.as_ref()) || matches(req.old_object.as_ref()))
+        Ok(matches(req.object.as_ref()) || matches(req.old_object.as_deref()))
     }
 }
 
