@@ -215,33 +215,50 @@ pub fn unchanged(stored: Option<&SparkApplicationStatus>, wanted: &SparkApplicat
     }
 }
 
-/// The smallest JSON merge patch turning `old` into `new`: changed keys, `null` for removed ones, so
-/// entries dropped from bounded maps really go.
-pub fn merge_diff(old: &serde_json::Value, new: &serde_json::Value) -> Option<serde_json::Value> {
-    use serde_json::Value;
-    match (old, new) {
-        (Value::Object(o), Value::Object(n)) => {
-            let mut patch = serde_json::Map::new();
-            for (key, value) in n {
-                match o.get(key) {
-                    Some(previous) => {
-                        if let Some(change) = merge_diff(previous, value) {
-                            patch.insert(key.clone(), change);
-                        }
-                    }
-                    None => {
-                        patch.insert(key.clone(), value.clone());
-                    }
-                }
-            }
-            for key in o.keys().filter(|k| !n.contains_key(*k)) {
-                patch.insert(key.clone(), Value::Null);
-            }
-            (!patch.is_empty()).then_some(Value::Object(patch))
-        }
-        (o, n) if o == n => None,
-        (_, n) => Some(n.clone()),
+/// The smallest JSON merge patch turning `old` (`None`: JSON `null`) into `new`: changed keys, `null` for
+/// removed ones, so entries dropped from bounded maps really go. `None` when nothing changed.
+///
+/// Both are serialized to text and compared as text, descending only into objects whose text differs
+/// and parsing only what changed: a status at its byte budget is mostly unchanged between two writes,
+/// and turning both whole into `Value` trees was a large share of the controller's CPU under churn.
+/// Our types serialize canonically (fields in declaration order, maps sorted, no floats), so equal text
+/// is equal JSON.
+pub fn merge_diff<T: serde::Serialize>(
+    old: Option<&T>,
+    new: &T,
+) -> Result<Option<serde_json::Value>, serde_json::Error> {
+    let old = match old {
+        Some(old) => serde_json::to_string(old)?,
+        None => "null".to_owned(),
+    };
+    text_merge_diff(&old, &serde_json::to_string(new)?)
+}
+
+/// [`merge_diff`] of two JSON texts.
+fn text_merge_diff(old: &str, new: &str) -> Result<Option<serde_json::Value>, serde_json::Error> {
+    use serde_json::value::RawValue;
+    type Members<'a> = std::collections::BTreeMap<String, &'a RawValue>;
+    if old == new {
+        return Ok(None);
     }
+    if !(old.starts_with('{') && new.starts_with('{')) {
+        return serde_json::from_str(new).map(Some);
+    }
+    let (old, new): (Members<'_>, Members<'_>) = (serde_json::from_str(old)?, serde_json::from_str(new)?);
+    let mut patch = serde_json::Map::new();
+    for (key, value) in &new {
+        let change = match old.get(key) {
+            Some(previous) => text_merge_diff(previous.get(), value.get())?,
+            None => Some(serde_json::from_str(value.get())?),
+        };
+        if let Some(change) = change {
+            patch.insert(key.clone(), change);
+        }
+    }
+    for key in old.keys().filter(|k| !new.contains_key(*k)) {
+        patch.insert(key.clone(), serde_json::Value::Null);
+    }
+    Ok((!patch.is_empty()).then_some(serde_json::Value::Object(patch)))
 }
 
 /// Writes the status as a merge patch of the changes from `stored`, only if the application is still
@@ -254,18 +271,12 @@ pub async fn write(
     status: &SparkApplicationStatus,
     resource_version: &str,
 ) -> Result<SparkApplication, Error> {
-    let serialize = |s: &SparkApplicationStatus| {
-        serde_json::to_value(s).map_err(|source| Error::Serialize {
+    let changes = merge_diff(stored, status)
+        .map_err(|source| Error::Serialize {
             name: name.to_owned(),
             source,
-        })
-    };
-    let old = match stored {
-        Some(s) => serialize(s)?,
-        None => serde_json::Value::Null,
-    };
-    let new = serialize(status)?;
-    let changes = merge_diff(&old, &new).unwrap_or_else(|| json!({}));
+        })?
+        .unwrap_or_else(|| json!({}));
     let patch = json!({"metadata": {"resourceVersion": resource_version}, "status": changes});
     api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
@@ -409,12 +420,53 @@ mod tests {
     fn merge_diffs_remove_dropped_entries_and_skip_unchanged_ones() {
         let old = json!({"a": 1, "m": {"x": 1, "y": 2}, "l": [1, 2], "same": {"k": "v"}});
         let new = json!({"a": 2, "m": {"y": 2, "z": 3}, "l": [1], "same": {"k": "v"}});
-        let patch = merge_diff(&old, &new).unwrap();
+        let patch = merge_diff(Some(&old), &new).unwrap().unwrap();
         assert_eq!(patch, json!({"a": 2, "m": {"x": null, "z": 3}, "l": [1]}));
         let mut applied = old.clone();
         json_merge(&mut applied, &patch);
         assert_eq!(applied, new);
-        assert_eq!(merge_diff(&new, &new), None);
+        assert_eq!(merge_diff(Some(&new), &new).unwrap(), None);
+        // Nothing before: the whole object; a scalar replaced by an object and back: the new value.
+        assert_eq!(merge_diff(None, &new).unwrap(), Some(new.clone()));
+        assert_eq!(
+            merge_diff(Some(&json!({"a": 1})), &json!({"a": {"b": 1}})).unwrap(),
+            Some(json!({"a": {"b": 1}}))
+        );
+        assert_eq!(
+            merge_diff(Some(&json!({"a": {"b": 1}})), &json!({"a": 1})).unwrap(),
+            Some(json!({"a": 1}))
+        );
+    }
+
+    #[test]
+    fn a_merge_diff_of_two_statuses_turns_one_into_the_other_naming_only_what_changed() {
+        let limits = Limits {
+            max_tracked: 100,
+            max_failures: 20,
+        };
+        // 20 more executors: the newest 20 come into the tracked lists, the oldest 20 leave them.
+        let old = churn(300, limits);
+        let mut new = churn(320, limits);
+        new.uncounted_executor_terminations.push(TerminationRecord {
+            pod_name: "exec-321".into(),
+            container_id: Some("c-321".into()),
+            ..TerminationRecord::default()
+        });
+        let patch = merge_diff(Some(&old), &new).unwrap().unwrap();
+        let mut applied = serde_json::to_value(&old).unwrap();
+        json_merge(&mut applied, &patch);
+        assert_eq!(applied, serde_json::to_value(&new).unwrap());
+        // The tracked executors both kept: not in the patch; those gone: null; the new ones: whole.
+        let recent = patch["recentExecutors"].as_object().unwrap();
+        assert_eq!(recent.len(), 40, "{recent:?}");
+        assert_eq!(recent.values().filter(|v| v.is_null()).count(), 20);
+        assert!(patch.get("applicationState").is_none(), "{patch}");
+        assert_eq!(merge_diff(Some(&new), &new.clone()).unwrap(), None);
+        // Nothing stored: the whole status.
+        assert_eq!(
+            merge_diff(None, &new).unwrap(),
+            Some(serde_json::to_value(&new).unwrap())
+        );
     }
 
     /// RFC 7386, to check the diff against.

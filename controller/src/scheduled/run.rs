@@ -277,9 +277,12 @@ async fn write_status(
 ) -> Result<(), Error> {
     let namespace = schedule.namespace().unwrap_or_default();
     let name = schedule.name_any();
-    let old = serde_json::to_value(schedule.status.clone().unwrap_or_default()).unwrap_or_default();
-    let new = serde_json::to_value(&decision.status).unwrap_or_default();
-    let Some(diff) = crate::app::status::merge_diff(&old, &new) else {
+    let old = schedule.status.clone().unwrap_or_default();
+    let diff = crate::app::status::merge_diff(Some(&old), &decision.status).map_err(|e| Error::WriteStatus {
+        name: format!("{namespace}/{name}"),
+        reason: format!("serializing the status: {e}"),
+    })?;
+    let Some(diff) = diff else {
         return Ok(());
     };
     let api: Api<ScheduledSparkApplication> = Api::namespaced(client.clone(), &namespace);
