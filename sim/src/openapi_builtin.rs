@@ -9,6 +9,8 @@ use k8s_openapi::api;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::{Map, Value, json};
 
+use crate::schema::PathText;
+
 /// All definitions (`io.k8s.api.core.v1.Pod`, ...), refs pointing at `#/components/schemas/`.
 fn definitions() -> &'static Map<String, Value> {
     static DEFS: OnceLock<Map<String, Value>> = OnceLock::new();
@@ -168,19 +170,35 @@ fn compute(group: &str, version: &str) -> BTreeMap<String, Value> {
 /// reports them (`spec.containers[0].imagee`). Empty for kinds without a schema here.
 pub fn unknown_fields(group: &str, version: &str, kind: &str, obj: &Value) -> Vec<String> {
     let defs = definitions();
-    let root = defs.values().find(|s| {
-        s.get("x-kubernetes-group-version-kind")
-            .and_then(Value::as_array)
-            .is_some_and(|a| {
-                a.iter()
-                    .any(|g| g["group"] == group && g["version"] == version && g["kind"] == kind)
-            })
-    });
     let mut out = Vec::new();
-    if let Some(root) = root {
-        walk_unknown(obj, root, defs, "", &mut out, 0);
+    if let Some(root) = root_schema(group, version, kind) {
+        walk_unknown(obj, root, defs, &mut PathText::default(), &mut out, 0);
     }
     out
+}
+
+/// The schema of a kind's objects, looked up once per kind (every write of a built-in object asks).
+fn root_schema(group: &str, version: &str, kind: &str) -> Option<&'static Value> {
+    type Roots = HashMap<(String, String, String), &'static Value>;
+    static ROOTS: OnceLock<Roots> = OnceLock::new();
+    let roots = ROOTS.get_or_init(|| {
+        let mut roots = Roots::new();
+        for schema in definitions().values() {
+            let gvks = schema.get("x-kubernetes-group-version-kind").and_then(Value::as_array);
+            for gvk in gvks.into_iter().flatten() {
+                let part = |k: &str| gvk.get(k).and_then(Value::as_str).map(str::to_string);
+                let (Some(group), Some(version), Some(kind)) = (part("group"), part("version"), part("kind")) else {
+                    continue;
+                };
+                // The first schema naming a kind is its own, as the scan this replaces found it.
+                roots.entry((group, version, kind)).or_insert(schema);
+            }
+        }
+        roots
+    });
+    roots
+        .get(&(group.to_string(), version.to_string(), kind.to_string()))
+        .copied()
 }
 
 /// Follows `$ref` and single-element `allOf` wrappers to the schema that describes a value.
@@ -209,7 +227,7 @@ fn walk_unknown(
     value: &Value,
     schema: &Value,
     defs: &Map<String, Value>,
-    path: &str,
+    path: &mut PathText,
     out: &mut Vec<String>,
     depth: usize,
 ) {
@@ -223,15 +241,12 @@ fn walk_unknown(
             let props = schema.get("properties").and_then(Value::as_object);
             let additional = schema.get("additionalProperties").filter(|a| a.is_object());
             for (k, v) in map {
-                let field = if path.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{path}.{k}")
-                };
                 match (props.and_then(|p| p.get(k)), additional) {
-                    (Some(s), _) | (None, Some(s)) => walk_unknown(v, s, defs, &field, out, depth + 1),
+                    (Some(s), _) | (None, Some(s)) => {
+                        path.field(k, |path| walk_unknown(v, s, defs, path, out, depth + 1));
+                    }
                     // A schema without properties (RawExtension, JSON) takes anything.
-                    (None, None) if props.is_some() => out.push(field),
+                    (None, None) if props.is_some() => out.push(path.joined(k)),
                     (None, None) => {}
                 }
             }
@@ -239,7 +254,7 @@ fn walk_unknown(
         Value::Array(items) => {
             if let Some(item_schema) = schema.get("items") {
                 for (i, item) in items.iter().enumerate() {
-                    walk_unknown(item, item_schema, defs, &format!("{path}[{i}]"), out, depth + 1);
+                    path.index(i, |path| walk_unknown(item, item_schema, defs, path, out, depth + 1));
                 }
             }
         }

@@ -14,11 +14,45 @@ fn preserves_unknown(schema: &Value) -> bool {
         == Some(true)
 }
 
-fn join(path: &str, field: &str) -> String {
-    if path.is_empty() {
-        field.to_string()
-    } else {
-        format!("{path}.{field}")
+/// A field path as text (`spec.containers[0].image`), built in place as a walk descends: one buffer
+/// for the whole walk rather than a string per field visited (walks cover every field of every write).
+#[derive(Debug, Default)]
+pub(crate) struct PathText(String);
+
+impl PathText {
+    pub(crate) fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The path of `field` below this one, as a new string.
+    pub(crate) fn joined(&self, field: &str) -> String {
+        if self.0.is_empty() {
+            field.to_string()
+        } else {
+            format!("{}.{field}", self.0)
+        }
+    }
+
+    /// Runs `f` with the path of `field` below this one.
+    pub(crate) fn field<R>(&mut self, field: &str, f: impl FnOnce(&mut Self) -> R) -> R {
+        let len = self.0.len();
+        if len > 0 {
+            self.0.push('.');
+        }
+        self.0.push_str(field);
+        let out = f(self);
+        self.0.truncate(len);
+        out
+    }
+
+    /// Runs `f` with the path of item `index` of this list.
+    pub(crate) fn index<R>(&mut self, index: usize, f: impl FnOnce(&mut Self) -> R) -> R {
+        use std::fmt::Write as _;
+        let len = self.0.len();
+        let _ = write!(self.0, "[{index}]");
+        let out = f(self);
+        self.0.truncate(len);
+        out
     }
 }
 
@@ -33,7 +67,7 @@ pub fn prune_and_default(obj: &mut Value, schema: &Value) -> Vec<String> {
             .filter_map(|k| rest.remove(*k).map(|v| (k.to_string(), v)))
             .collect();
         let mut body = Value::Object(rest);
-        walk(&mut body, schema, "", &mut unknown, true);
+        walk(&mut body, schema, &mut PathText::default(), &mut unknown, true);
         if let Value::Object(mut m) = body {
             for (k, v) in kept {
                 m.insert(k, v);
@@ -44,22 +78,20 @@ pub fn prune_and_default(obj: &mut Value, schema: &Value) -> Vec<String> {
     unknown
 }
 
-fn walk(value: &mut Value, schema: &Value, path: &str, unknown: &mut Vec<String>, root: bool) {
+fn walk(value: &mut Value, schema: &Value, path: &mut PathText, unknown: &mut Vec<String>, root: bool) {
     match value {
         Value::Object(map) => {
             let props = schema.get("properties").and_then(Value::as_object);
             let additional = schema.get("additionalProperties");
             let embedded = schema.get("x-kubernetes-embedded-resource").and_then(Value::as_bool) == Some(true);
-            let keys: Vec<String> = map.keys().cloned().collect();
-            for key in keys {
+            map.retain(|key, v| {
                 let sub = props
-                    .and_then(|p| p.get(&key))
+                    .and_then(|p| p.get(key))
                     .or_else(|| additional.filter(|a| a.is_object()));
                 match sub {
                     Some(s) => {
-                        if let Some(v) = map.get_mut(&key) {
-                            walk(v, s, &join(path, &key), unknown, false);
-                        }
+                        path.field(key, |path| walk(v, s, path, unknown, false));
+                        true
                     }
                     None => {
                         let allowed = preserves_unknown(schema)
@@ -67,19 +99,19 @@ fn walk(value: &mut Value, schema: &Value, path: &str, unknown: &mut Vec<String>
                             || (embedded && matches!(key.as_str(), "apiVersion" | "kind" | "metadata"))
                             || (root && matches!(key.as_str(), "apiVersion" | "kind" | "metadata"));
                         if !allowed {
-                            map.remove(&key);
-                            unknown.push(join(path, &key));
+                            unknown.push(path.joined(key));
                         }
+                        allowed
                     }
                 }
-            }
+            });
             if let Some(props) = props {
                 for (key, s) in props {
                     if !map.contains_key(key)
                         && let Some(d) = s.get("default")
                     {
                         let mut d = d.clone();
-                        walk(&mut d, s, &join(path, key), &mut Vec::new(), false);
+                        path.field(key, |path| walk(&mut d, s, path, &mut Vec::new(), false));
                         map.insert(key.clone(), d);
                     }
                 }
@@ -88,7 +120,7 @@ fn walk(value: &mut Value, schema: &Value, path: &str, unknown: &mut Vec<String>
         Value::Array(items) => {
             if let Some(item_schema) = schema.get("items") {
                 for (i, item) in items.iter_mut().enumerate() {
-                    walk(item, item_schema, &format!("{path}[{i}]"), unknown, false);
+                    path.index(i, |path| walk(item, item_schema, path, unknown, false));
                 }
             }
         }
@@ -122,18 +154,42 @@ pub fn validate(obj: &Value, schema: &Value) -> Vec<FieldCause> {
 /// are not correlated (only an unchanged list as a whole is).
 pub fn validate_update(obj: &Value, old: Option<&Value>, schema: &Value) -> Vec<FieldCause> {
     let mut causes = Vec::new();
-    let body = |v: &Value| -> Option<Value> {
-        let mut root = v.as_object()?.clone();
-        for k in ["apiVersion", "kind", "metadata"] {
-            root.remove(k);
-        }
-        Some(Value::Object(root))
-    };
-    if let Some(new_body) = body(obj) {
-        let old_body = old.and_then(body);
-        check(&new_body, old_body.as_ref(), schema, "", &mut causes);
+    if let Value::Object(root) = obj {
+        check_body(root, old.and_then(Value::as_object), schema, &mut causes);
     }
     causes
+}
+
+/// [`check`] of a root object's body: all of it but `apiVersion`, `kind` and `metadata`, which the schema
+/// does not describe. Read in place (a root schema is an object's: its own checks are `required`).
+fn check_body(
+    root: &Map<String, Value>,
+    old: Option<&Map<String, Value>>,
+    schema: &Value,
+    causes: &mut Vec<FieldCause>,
+) {
+    let in_body = |key: &String| !matches!(key.as_str(), "apiVersion" | "kind" | "metadata");
+    let body = || root.iter().filter(|(key, _)| in_body(key));
+    if let Some(old) = old
+        && body().eq(old.iter().filter(|(key, _)| in_body(key)))
+    {
+        return;
+    }
+    if let Some(required) = schema.get("required").and_then(Value::as_array) {
+        for r in required.iter().filter_map(Value::as_str) {
+            if !in_body(&r.to_string()) || !root.contains_key(r) {
+                causes.push(FieldCause::required(r.to_string()));
+            }
+        }
+    }
+    let props = schema.get("properties").and_then(Value::as_object);
+    let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+    let mut path = PathText::default();
+    for (k, v) in body() {
+        if let Some(s) = props.and_then(|p| p.get(k)).or(additional) {
+            path.field(k, |path| check(v, old.and_then(|o| o.get(k)), s, path, causes));
+        }
+    }
 }
 
 /// The old item an array item correlates with, if the list type allows it.
@@ -155,10 +211,46 @@ fn correlated_item<'a>(item: &Value, old_items: &'a [Value], schema: &Value) -> 
     }
 }
 
-fn check(value: &Value, old: Option<&Value>, schema: &Value, path: &str, causes: &mut Vec<FieldCause>) {
+fn check(value: &Value, old: Option<&Value>, schema: &Value, path: &mut PathText, causes: &mut Vec<FieldCause>) {
     if old == Some(value) {
         return;
     }
+    if !check_value(value, schema, path.as_str(), causes) {
+        return;
+    }
+    match value {
+        Value::Object(map) => {
+            if let Some(required) = schema.get("required").and_then(Value::as_array) {
+                for r in required.iter().filter_map(Value::as_str) {
+                    if !map.contains_key(r) {
+                        causes.push(FieldCause::required(path.joined(r)));
+                    }
+                }
+            }
+            let props = schema.get("properties").and_then(Value::as_object);
+            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+            for (k, v) in map {
+                if let Some(s) = props.and_then(|p| p.get(k)).or(additional) {
+                    path.field(k, |path| check(v, old.and_then(|o| o.get(k)), s, path, causes));
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(s) = schema.get("items") {
+                let old_items = old.and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
+                for (i, item) in items.iter().enumerate() {
+                    let old_item = correlated_item(item, old_items, schema);
+                    path.index(i, |path| check(item, old_item, s, path, causes));
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The checks of `value` itself at `path` (type, enum, bounds), not of its members; false when its members
+/// are not to be checked (it is null, or not of its type).
+fn check_value(value: &Value, schema: &Value, path: &str, causes: &mut Vec<FieldCause>) -> bool {
     if value.is_null() {
         if schema.get("nullable").and_then(Value::as_bool) != Some(true)
             && schema.get("type").is_some()
@@ -171,7 +263,7 @@ fn check(value: &Value, old: Option<&Value>, schema: &Value, path: &str, causes:
                 format!("{path} in body must be of type {want}: \"null\""),
             ));
         }
-        return;
+        return false;
     }
     let int_or_string = schema.get("x-kubernetes-int-or-string").and_then(Value::as_bool) == Some(true);
     if let Some(want) = schema.get("type").and_then(Value::as_str) {
@@ -183,7 +275,7 @@ fn check(value: &Value, old: Option<&Value>, schema: &Value, path: &str, causes:
                 &Value::String(actual.into()),
                 format!("{path} in body must be of type {want}: \"{actual}\""),
             ));
-            return;
+            return false;
         }
     } else if int_or_string && !matches!(type_name(value), "integer" | "string") {
         let actual = type_name(value);
@@ -192,7 +284,7 @@ fn check(value: &Value, old: Option<&Value>, schema: &Value, path: &str, causes:
             &Value::String(actual.into()),
             format!("{path} in body must be of type integer,string: \"{actual}\""),
         ));
-        return;
+        return false;
     }
     if let Some(allowed) = schema.get("enum").and_then(Value::as_array)
         && !allowed.contains(value)
@@ -234,34 +326,7 @@ fn check(value: &Value, old: Option<&Value>, schema: &Value, path: &str, causes:
             ));
         }
     }
-    match value {
-        Value::Object(map) => {
-            if let Some(required) = schema.get("required").and_then(Value::as_array) {
-                for r in required.iter().filter_map(Value::as_str) {
-                    if !map.contains_key(r) {
-                        causes.push(FieldCause::required(join(path, r)));
-                    }
-                }
-            }
-            let props = schema.get("properties").and_then(Value::as_object);
-            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
-            for (k, v) in map {
-                if let Some(s) = props.and_then(|p| p.get(k)).or(additional) {
-                    check(v, old.and_then(|o| o.get(k)), s, &join(path, k), causes);
-                }
-            }
-        }
-        Value::Array(items) => {
-            if let Some(s) = schema.get("items") {
-                let old_items = old.and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
-                for (i, item) in items.iter().enumerate() {
-                    let old_item = correlated_item(item, old_items, schema);
-                    check(item, old_item, s, &format!("{path}[{i}]"), causes);
-                }
-            }
-        }
-        _ => {}
-    }
+    true
 }
 
 #[cfg(test)]
