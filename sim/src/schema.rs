@@ -168,16 +168,16 @@ fn check_body(
     schema: &Value,
     causes: &mut Vec<FieldCause>,
 ) {
-    let in_body = |key: &String| !matches!(key.as_str(), "apiVersion" | "kind" | "metadata");
-    let body = || root.iter().filter(|(key, _)| in_body(key));
+    let in_body = |key: &str| !matches!(key, "apiVersion" | "kind" | "metadata");
+    let body = || root.iter().filter(|(key, _)| in_body(key.as_str()));
     if let Some(old) = old
-        && body().eq(old.iter().filter(|(key, _)| in_body(key)))
+        && body().eq(old.iter().filter(|(key, _)| in_body(key.as_str())))
     {
         return;
     }
     if let Some(required) = schema.get("required").and_then(Value::as_array) {
         for r in required.iter().filter_map(Value::as_str) {
-            if !in_body(&r.to_string()) || !root.contains_key(r) {
+            if !in_body(r) || !root.contains_key(r) {
                 causes.push(FieldCause::required(r.to_string()));
             }
         }
