@@ -551,70 +551,52 @@ pub fn record_update(
 }
 
 /// Takes the members of the FieldsV1 tree `minus` out of the FieldsV1 tree `node` (canonical, as
-/// [`FieldSet::to_fields_v1`] writes it), keeping it canonical: a member with children is marked `.`, one
-/// without is `{}`, and a parent left with no member below it goes.
+/// [`FieldSet::to_fields_v1`] writes it), keeping it canonical.
 fn subtract(node: &mut Map<String, Value>, minus: &Map<String, Value>) {
     for (key, gone) in minus.iter().filter(|(key, _)| *key != ".") {
-        let Some(child) = node.get_mut(key) else {
+        let Some((member, mut children)) = take_node(node, key) else {
             continue;
         };
-        let Value::Object(children) = child else {
-            // A leaf written as a non-object: a member without children.
-            if is_member(gone) {
-                node.remove(key);
-            }
-            continue;
-        };
-        let mut member = is_member_map(children);
-        children.remove(".");
-        if is_member(gone) {
-            member = false;
-        }
         if let Value::Object(gone) = gone {
-            subtract(children, gone);
+            subtract(&mut children, gone);
         }
-        if !encode(children, member) {
-            node.remove(key);
-        }
+        put_node(node, key, member && !is_member(gone), children);
     }
 }
 
 /// Adds the members of the FieldsV1 tree `plus` to the FieldsV1 tree `node`, keeping it canonical.
 fn add(node: &mut Map<String, Value>, plus: &Map<String, Value>) {
     for (key, added) in plus.iter().filter(|(key, _)| *key != ".") {
-        let child = node.entry(key.clone()).or_insert(Value::Null);
-        let mut member = match child {
-            Value::Object(children) => is_member_map(children),
-            // A leaf written as a non-object is a member; a new node is not yet.
-            Value::Null => false,
-            _ => true,
-        };
-        if !child.is_object() {
-            *child = Value::Object(Map::new());
-        }
-        let Value::Object(children) = child else {
-            continue;
-        };
-        children.remove(".");
-        if is_member(added) {
-            member = true;
-        }
+        let (member, mut children) = take_node(node, key).unwrap_or_default();
         if let Value::Object(added) = added {
-            add(children, added);
+            add(&mut children, added);
         }
-        if !encode(children, member) {
-            node.remove(key);
-        }
+        put_node(node, key, member || is_member(added), children);
     }
 }
 
-/// Marks `children` (a node's children, without `.`) as a member or not; false when the node, neither a
-/// member nor a parent of one, should go.
-fn encode(children: &mut Map<String, Value>, member: bool) -> bool {
+/// Takes node `key` out of `node`: whether it is a member, and its children without `.` (none for a leaf
+/// written as a non-object, which is a member).
+fn take_node(node: &mut Map<String, Value>, key: &str) -> Option<(bool, Map<String, Value>)> {
+    let taken = node.remove(key)?;
+    let member = is_member(&taken);
+    let mut children = match taken {
+        Value::Object(children) => children,
+        _ => Map::new(),
+    };
+    children.remove(".");
+    Some((member, children))
+}
+
+/// Puts node `key` back into `node` as canonical FieldsV1: a member with children is marked `.`, one
+/// without is `{}`, and a node that is neither a member nor a parent of one stays out.
+fn put_node(node: &mut Map<String, Value>, key: &str, member: bool, mut children: Map<String, Value>) {
     if member && !children.is_empty() {
         children.insert(".".into(), json!({}));
     }
-    member || !children.is_empty()
+    if member || !children.is_empty() {
+        node.insert(key.to_string(), Value::Object(children));
+    }
 }
 
 /// Whether a stored entry is one `read` would return and `write` would keep: it has an operation and

@@ -175,19 +175,38 @@ fn check_body(
     {
         return;
     }
+    check_members(
+        body(),
+        |key| in_body(key) && root.contains_key(key),
+        |key| old.and_then(|o| o.get(key)),
+        schema,
+        &mut PathText::default(),
+        causes,
+    );
+}
+
+/// The checks of an object's members (`members`; `has` says whether one is there): the schema's
+/// required members present, and each member against its schema (`old_member`: its old value).
+fn check_members<'v, 'o>(
+    members: impl Iterator<Item = (&'v String, &'v Value)>,
+    has: impl Fn(&str) -> bool,
+    old_member: impl Fn(&str) -> Option<&'o Value>,
+    schema: &Value,
+    path: &mut PathText,
+    causes: &mut Vec<FieldCause>,
+) {
     if let Some(required) = schema.get("required").and_then(Value::as_array) {
         for r in required.iter().filter_map(Value::as_str) {
-            if !in_body(r) || !root.contains_key(r) {
-                causes.push(FieldCause::required(r.to_string()));
+            if !has(r) {
+                causes.push(FieldCause::required(path.joined(r)));
             }
         }
     }
     let props = schema.get("properties").and_then(Value::as_object);
     let additional = schema.get("additionalProperties").filter(|a| a.is_object());
-    let mut path = PathText::default();
-    for (k, v) in body() {
+    for (k, v) in members {
         if let Some(s) = props.and_then(|p| p.get(k)).or(additional) {
-            path.field(k, |path| check(v, old.and_then(|o| o.get(k)), s, path, causes));
+            path.field(k, |path| check(v, old_member(k), s, path, causes));
         }
     }
 }
@@ -219,22 +238,14 @@ fn check(value: &Value, old: Option<&Value>, schema: &Value, path: &mut PathText
         return;
     }
     match value {
-        Value::Object(map) => {
-            if let Some(required) = schema.get("required").and_then(Value::as_array) {
-                for r in required.iter().filter_map(Value::as_str) {
-                    if !map.contains_key(r) {
-                        causes.push(FieldCause::required(path.joined(r)));
-                    }
-                }
-            }
-            let props = schema.get("properties").and_then(Value::as_object);
-            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
-            for (k, v) in map {
-                if let Some(s) = props.and_then(|p| p.get(k)).or(additional) {
-                    path.field(k, |path| check(v, old.and_then(|o| o.get(k)), s, path, causes));
-                }
-            }
-        }
+        Value::Object(map) => check_members(
+            map.iter(),
+            |key| map.contains_key(key),
+            |key| old.and_then(|o| o.get(key)),
+            schema,
+            path,
+            causes,
+        ),
         Value::Array(items) => {
             if let Some(s) = schema.get("items") {
                 let old_items = old.and_then(Value::as_array).map_or(&[][..], Vec::as_slice);

@@ -810,7 +810,7 @@ fn prepare_update(info: &ResourceInfo, current: &Value, mut new: Value, part: Pa
             }
             if !info.is_crd_backed() {
                 for f in ["labels", "annotations"] {
-                    match new.pointer_mut("/metadata").and_then(|m| m.as_object_mut()?.remove(f)) {
+                    match meta::remove(&mut new, f) {
                         Some(v) => meta::set(&mut out, f, v),
                         None => {
                             meta::remove(&mut out, f);
@@ -818,10 +818,7 @@ fn prepare_update(info: &ResourceInfo, current: &Value, mut new: Value, part: Pa
                     }
                 }
             }
-            if let Some(mf) = new
-                .pointer_mut("/metadata")
-                .and_then(|m| m.as_object_mut()?.remove("managedFields"))
-            {
+            if let Some(mf) = meta::remove(&mut new, "managedFields") {
                 meta::set(&mut out, "managedFields", mf);
             }
             return out;
