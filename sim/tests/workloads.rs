@@ -473,6 +473,19 @@ fn machine_lock() -> std::fs::File {
 
 const DS_IMAGE: &str = "example.com/tools/node-agent:1.0";
 
+/// The first line a pod's shell wrote to `file`, once it is whole. The shell's `>` creates
+/// the file empty before `echo` writes, so the file existing is not enough.
+async fn written_line(file: &std::path::Path) -> String {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        if text.ends_with('\n') || tokio::time::Instant::now() >= deadline {
+            return text.trim().to_string();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_daemonset_runs_one_process_pod_per_node_with_its_own_host_path() {
     if let Err(reason) = kube_sim::node::sandbox::supported() {
@@ -561,16 +574,7 @@ async fn a_daemonset_runs_one_process_pod_per_node_with_its_own_host_path() {
     for node in &nodes {
         let root = sim.nodes().node(node).unwrap().root_dir().to_path_buf();
         let file = root.join("var/lib/agent/node.txt");
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        while !file.exists() && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        assert_eq!(
-            std::fs::read_to_string(&file).unwrap().trim(),
-            node.as_str(),
-            "{}",
-            file.display()
-        );
+        assert_eq!(written_line(&file).await, node.as_str(), "{}", file.display());
     }
 
     // A new node gets a pod.
@@ -590,11 +594,7 @@ async fn a_daemonset_runs_one_process_pod_per_node_with_its_own_host_path() {
         .unwrap()
         .root_dir()
         .join("var/lib/agent/node.txt");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while !late.exists() && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(std::fs::read_to_string(&late).unwrap().trim(), "late");
+    assert_eq!(written_line(&late).await, "late");
     sim.shutdown().await;
 }
 
