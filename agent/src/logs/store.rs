@@ -53,9 +53,23 @@ struct Inner {
 #[derive(Debug, Default)]
 struct State {
     containers: HashMap<String, Entry>,
+    /// Bytes held in total and by each application, kept with `containers` (through `insert`, `grow` and
+    /// `remove`): a copy that grows checks its bounds without summing every container the node holds.
+    total_bytes: u64,
+    apps: HashMap<AppKey, AppHeld>,
     followers: HashMap<String, Handle>,
     janitor: Option<(mpsc::Sender<Signal>, JoinHandle<()>)>,
     closed: bool,
+}
+
+/// An application: its namespace and name.
+type AppKey = (String, String);
+
+/// What the store holds of one application.
+#[derive(Debug, Default)]
+struct AppHeld {
+    bytes: u64,
+    containers: usize,
 }
 
 #[derive(Debug)]
@@ -63,7 +77,61 @@ struct Entry {
     meta: ContainerMeta,
     /// Absolute directory of the container's files.
     dir: PathBuf,
+    /// Bytes of the copy; changed only through `State::grow`, which keeps the sums.
     bytes: u64,
+}
+
+impl Entry {
+    fn app(&self) -> AppKey {
+        (self.meta.namespace.clone(), self.meta.app_name.clone())
+    }
+}
+
+impl State {
+    fn insert(&mut self, id: String, entry: Entry) {
+        let held = self.apps.entry(entry.app()).or_default();
+        held.bytes += entry.bytes;
+        held.containers += 1;
+        self.total_bytes += entry.bytes;
+        if let Some(old) = self.containers.insert(id, entry) {
+            self.forget(&old);
+        }
+    }
+
+    fn remove(&mut self, id: &str) -> Option<Entry> {
+        let entry = self.containers.remove(id)?;
+        self.forget(&entry);
+        Some(entry)
+    }
+
+    /// Counts `n` more bytes of `id`'s copy; its application, or None when the store does not hold it.
+    fn grow(&mut self, id: &str, n: u64) -> Option<AppKey> {
+        let entry = self.containers.get_mut(id)?;
+        entry.bytes += n;
+        let app = entry.app();
+        if let Some(held) = self.apps.get_mut(&app) {
+            held.bytes += n;
+        }
+        self.total_bytes += n;
+        Some(app)
+    }
+
+    fn app_bytes(&self, app: &AppKey) -> u64 {
+        self.apps.get(app).map_or(0, |held| held.bytes)
+    }
+
+    /// Takes a container that left `containers` out of the sums.
+    fn forget(&mut self, entry: &Entry) {
+        self.total_bytes = self.total_bytes.saturating_sub(entry.bytes);
+        let app = entry.app();
+        if let Some(held) = self.apps.get_mut(&app) {
+            held.bytes = held.bytes.saturating_sub(entry.bytes);
+            held.containers = held.containers.saturating_sub(1);
+            if held.containers == 0 {
+                self.apps.remove(&app);
+            }
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -144,10 +212,7 @@ impl LogStore {
         }
         let (held, bytes) = {
             let state = store.lock();
-            (
-                state.containers.len(),
-                state.containers.values().map(|e| e.bytes).sum::<u64>(),
-            )
+            (state.containers.len(), state.total_bytes)
         };
         store.inner.metrics.bytes.set(bytes as i64);
         tracing::info!(root = %root.display(), held, bytes, resumed, "log store opened");
@@ -233,7 +298,7 @@ impl LogStore {
         }
         let running = follower.is_some();
         let mut state = self.lock();
-        state.containers.insert(id.clone(), Entry { meta, dir, bytes });
+        state.insert(id.clone(), Entry { meta, dir, bytes });
         if let Some(follower) = follower {
             self.spawn_follower(&mut state, &id, follower, log);
         }
@@ -271,7 +336,7 @@ impl LogStore {
         let follower = Follower::start(&source.log_path, CHUNK);
         meta.checkpoint = follower.checkpoint(0);
         tracing::info!(container = %source.container, container_id = %id, source = %source.log_path.display(), "copying a container's log");
-        state.containers.insert(id.clone(), Entry { meta, dir, bytes: 0 });
+        state.insert(id.clone(), Entry { meta, dir, bytes: 0 });
         self.spawn_follower(&mut state, &id, follower, log);
     }
 
@@ -428,10 +493,7 @@ impl LogStore {
     }
 
     fn add_bytes(&self, id: &str, n: u64) {
-        let mut state = self.lock();
-        if let Some(entry) = state.containers.get_mut(id) {
-            entry.bytes += n;
-        }
+        self.lock().grow(id, n);
         self.inner.metrics.bytes.add(n as i64);
     }
 
@@ -440,23 +502,14 @@ impl LogStore {
     /// over its total; when nothing may go, this container stops copying.
     fn grew(&self, id: &str, n: u64) -> Verdict {
         let mut state = self.lock();
-        let Some(entry) = state.containers.get_mut(id) else {
+        let Some(app) = state.grow(id, n) else {
             return Verdict::Continue;
         };
-        entry.bytes += n;
-        let app = (entry.meta.namespace.clone(), entry.meta.app_name.clone());
         self.inner.metrics.bytes.add(n as i64);
         let limits = self.inner.limits;
         if limits.max_app_bytes > 0 {
-            let app_bytes = |state: &State| -> u64 {
-                state
-                    .containers
-                    .values()
-                    .filter(|e| e.meta.namespace == app.0 && e.meta.app_name == app.1)
-                    .map(|e| e.bytes)
-                    .sum()
-            };
-            while app_bytes(&state) > limits.max_app_bytes {
+            // Only an application over its bound is searched for what may go.
+            while state.app_bytes(&app) > limits.max_app_bytes {
                 let oldest = state
                     .containers
                     .iter()
@@ -470,7 +523,7 @@ impl LogStore {
             }
         }
         if limits.max_bytes > 0 {
-            while total(&state) > limits.max_bytes {
+            while state.total_bytes > limits.max_bytes {
                 let Some(victim) = oldest_finished_app(&state, None) else {
                     return Verdict::Truncate("--log-store-max-bytes");
                 };
@@ -482,7 +535,7 @@ impl LogStore {
 
     /// Removes one finished container's copy (the per-application bound).
     fn drop_container(&self, state: &mut State, id: &str) {
-        let Some(entry) = state.containers.remove(id) else {
+        let Some(entry) = state.remove(id) else {
             return;
         };
         for name in [entry.meta.log_file_name(), entry.meta.meta_file_name()] {
@@ -513,7 +566,7 @@ impl LogStore {
             .collect();
         let mut bytes = 0;
         for id in &ids {
-            if let Some(entry) = state.containers.remove(id) {
+            if let Some(entry) = state.remove(id) {
                 bytes += entry.bytes;
             }
         }
@@ -541,7 +594,7 @@ impl LogStore {
             }
         }
         if limits.max_bytes > 0 {
-            while total(&state) > limits.max_bytes {
+            while state.total_bytes > limits.max_bytes {
                 let Some(app) = oldest_finished_app(&state, None) else {
                     break;
                 };
@@ -657,10 +710,6 @@ impl LogStore {
     }
 }
 
-fn total(state: &State) -> u64 {
-    state.containers.values().map(|e| e.bytes).sum()
-}
-
 /// The finished application (every container finished) with the oldest last finish, if any; with `before`,
 /// only one that finished before it.
 fn oldest_finished_app(state: &State, before: Option<i64>) -> Option<(String, String)> {
@@ -683,4 +732,86 @@ fn oldest_finished_app(state: &State, before: Option<i64>) -> Option<(String, St
 fn append(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let mut file: File = OpenOptions::new().append(true).create(true).open(path)?;
     file.write_all(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // a panic in a test is a failed assertion
+    use super::*;
+    use crate::identity::SparkContainer;
+    use spark_operator_api::labels::SparkRole;
+
+    fn entry(app: &str, bytes: u64) -> Entry {
+        let container = SparkContainer {
+            namespace: "ns".into(),
+            app_name: app.into(),
+            submission_id: "s".into(),
+            spark_app_id: None,
+            pod_name: "p".into(),
+            pod_uid: "u".into(),
+            role: SparkRole::Executor,
+            executor_id: Some(1),
+            container_name: "c".into(),
+            container_id: "id".into(),
+            attempt: 0,
+        };
+        Entry {
+            meta: ContainerMeta::new(&container, "n", Path::new("/log"), 0, 0),
+            dir: PathBuf::from("/store"),
+            bytes,
+        }
+    }
+
+    /// The sums `State` keeps, recomputed from its containers.
+    fn recount(state: &State) -> (u64, BTreeMap<AppKey, (u64, usize)>) {
+        let mut apps: BTreeMap<AppKey, (u64, usize)> = BTreeMap::new();
+        for entry in state.containers.values() {
+            let held = apps.entry(entry.app()).or_default();
+            held.0 += entry.bytes;
+            held.1 += 1;
+        }
+        (state.containers.values().map(|e| e.bytes).sum(), apps)
+    }
+
+    fn kept(state: &State) -> (u64, BTreeMap<AppKey, (u64, usize)>) {
+        let apps = state
+            .apps
+            .iter()
+            .map(|(app, held)| (app.clone(), (held.bytes, held.containers)))
+            .collect();
+        (state.total_bytes, apps)
+    }
+
+    #[test]
+    fn the_held_bytes_stay_the_sums_of_the_containers_held() {
+        // xorshift: the same 5,000 steps every run.
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let mut state = State::default();
+        for step in 0..5_000 {
+            let id = format!("c{}", next(60));
+            let app = format!("app-{}", next(4));
+            match next(4) {
+                // A new container, or one held before that comes back under another application.
+                0 => state.insert(id, entry(&app, next(1_000))),
+                1 | 2 => {
+                    state.grow(&id, next(500));
+                }
+                _ => {
+                    state.remove(&id);
+                }
+            }
+            assert_eq!(kept(&state), recount(&state), "after step {step}");
+        }
+        // Every application that no longer holds a container is forgotten.
+        for id in state.containers.keys().cloned().collect::<Vec<_>>() {
+            state.remove(&id);
+        }
+        assert_eq!((state.total_bytes, state.apps.len()), (0, 0));
+    }
 }
