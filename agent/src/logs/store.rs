@@ -557,7 +557,7 @@ impl LogStore {
     }
 
     /// Removes every copy of a finished application.
-    fn evict_app(&self, state: &mut State, app: &(String, String), reason: &'static str) {
+    fn evict_app(&self, state: &mut State, app: &AppKey, reason: &'static str) {
         let ids: Vec<String> = state
             .containers
             .iter()
@@ -712,7 +712,7 @@ impl LogStore {
 
 /// The finished application (every container finished) with the oldest last finish, if any; with `before`,
 /// only one that finished before it.
-fn oldest_finished_app(state: &State, before: Option<i64>) -> Option<(String, String)> {
+fn oldest_finished_app(state: &State, before: Option<i64>) -> Option<AppKey> {
     let mut apps: HashMap<(&str, &str), Option<i64>> = HashMap::new();
     for entry in state.containers.values() {
         let key = (entry.meta.namespace.as_str(), entry.meta.app_name.as_str());
