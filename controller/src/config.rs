@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::app::state::Timing;
+use crate::scope::NamespaceScope;
 use crate::submission::{NetworkPolicyMode, SubmissionOptions, UiOptions};
 
 /// Smallest status byte budget accepted: room for the state, conditions, the driver's termination and
@@ -243,12 +243,35 @@ fn parse_budget(value: &str) -> Result<usize, String> {
     Ok(bytes)
 }
 
-/// Which namespaces the controller reconciles.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum NamespaceScope {
-    All,
-    List(Vec<String>),
-    Selector(String),
+/// Time limits of the state machine.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Timing {
+    /// How long a driver may stay stuck (image pull, unschedulable, config error); None: forever.
+    pub driver_start_timeout: Option<Duration>,
+    /// How long after a submission a missing driver pod is put down to a lagging cache.
+    pub driver_pod_creation_grace: Duration,
+    /// TTL of terminated applications without `spec.timeToLiveSeconds`; None: kept forever.
+    pub default_ttl: Option<Duration>,
+    /// How long past its deletion deadline a deleted driver pod may go without reporting an exit before
+    /// it is recorded as deleted without one (its node is gone).
+    pub deletion_slack: Duration,
+    /// How long a driver may wait for capacity before the attempt fails; None: as long as it takes.
+    pub capacity_timeout: Option<Duration>,
+    /// How long executors of a running driver may wait for capacity before `ExecutorsStarved`; None: never.
+    pub executor_starvation_threshold: Option<Duration>,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Self {
+            driver_start_timeout: Some(Duration::from_secs(300)),
+            driver_pod_creation_grace: Duration::from_secs(10),
+            default_ttl: None,
+            deletion_slack: Duration::from_secs(30),
+            capacity_timeout: None,
+            executor_starvation_threshold: Some(Duration::from_secs(600)),
+        }
+    }
 }
 
 impl ControllerArgs {

@@ -16,10 +16,13 @@ pub mod config;
 pub mod metrics;
 pub mod pod;
 pub mod reports;
+pub mod run;
 pub mod scheduled;
+pub mod scope;
+pub mod status;
 pub mod submission;
 pub mod uninstall;
 
-pub use app::run::{Error, run};
 pub use config::ControllerArgs;
 pub use reports::ReceiverArgs;
+pub use run::{Error, run};

@@ -15,7 +15,33 @@ use spark_operator_runtime::metrics::{
     LATENCY_SECONDS as LATENCY, Render, write_counter, write_gauge, write_histogram, write_labelled_counters,
 };
 
-use crate::app::reconciler::ErrorCategory;
+/// What kind of failure a reconcile error is: the label of `spark_operator_reconcile_errors`, so an
+/// operator can tell "the API server refuses us" from "we are not the leader" from "someone else
+/// changed the application" at a glance (Stackable's `ReconcilerError::category` is the model).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorCategory {
+    /// The application changed under the reconcile (retried at once).
+    Conflict,
+    /// A write was not sent: this replica does not hold the lease.
+    Fenced,
+    /// The API server refused a request or could not be reached.
+    Api,
+    /// Something could not be serialized.
+    Serialization,
+}
+
+impl ErrorCategory {
+    pub const ALL: [ErrorCategory; 4] = [Self::Conflict, Self::Fenced, Self::Api, Self::Serialization];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Conflict => "conflict",
+            Self::Fenced => "fenced",
+            Self::Api => "api",
+            Self::Serialization => "serialization",
+        }
+    }
+}
 
 /// Execution time buckets in seconds, from 1 s to 1 day.
 const EXECUTION: &[f64] = &[

@@ -12,6 +12,10 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use serde::{Deserialize, Deserializer, Serialize};
 
+/// The largest executor id: Spark numbers executors with positive 32-bit integers (the pod watch and the
+/// report receiver refuse any other).
+pub const MAX_EXECUTOR_ID: i64 = i32::MAX as i64;
+
 /// A driver or executor pod, slimmed down.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SparkPod {
@@ -161,6 +165,21 @@ fn slim_metadata<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error
         owner_references: m.owner_references,
         ..ObjectMeta::default()
     })
+}
+
+impl SparkPod {
+    /// Whether this pod is the driver of the application whose uid is `app_uid`: the application
+    /// *controls* it (a controlling ownerReference with that uid), as the controller's submission sets it.
+    /// The one rule for trusting a driver pod, for the pod watch (whose executors then count) and for the
+    /// report receiver (whose driver reports then decide the run): anyone may create a pod with our labels,
+    /// but only the application's controller can make it the application's controlled dependent.
+    pub fn is_driver_of(&self, app_uid: &str) -> bool {
+        self.metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|owner| owner.uid == app_uid && owner.controller == Some(true))
+    }
 }
 
 impl kube::Resource for SparkPod {

@@ -15,7 +15,8 @@ use serde_json::{Value, json};
 use spark_operator_api::SparkApplication;
 use spark_operator_api::state::TerminationObserver;
 use spark_operator_controller::app::observe;
-use spark_operator_controller::app::state::{self, DriverObservation, Input, MAX_REQUEUE, Timing};
+use spark_operator_controller::app::state::{self, DriverObservation, Input, MAX_REQUEUE};
+use spark_operator_controller::config::Timing;
 use spark_operator_controller::pod::SparkPod;
 
 const SEED: [u8; 32] = *b"spark-operator-decide-properties";

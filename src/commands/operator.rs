@@ -124,7 +124,7 @@ pub async fn operator(args: OperatorArgs) -> Result<(), OperatorError> {
     let runtime = Runtime::start(config, args.runtime.settings(), Shutdown::on_signals()).await?;
     let mut webhook = args.webhook;
     // The webhook caches the applications of the controller's namespaces.
-    if let spark_operator_controller::config::NamespaceScope::List(namespaces) = args.controller.namespace_scope() {
+    if let spark_operator_controller::scope::NamespaceScope::List(namespaces) = args.controller.namespace_scope() {
         webhook.namespaces = namespaces;
     }
     let mut reports = args.reports;

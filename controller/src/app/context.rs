@@ -5,17 +5,16 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Namespace;
-
 use crate::pod::SparkPod;
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use crate::app::events::Events;
+use crate::scope::NamespaceFilter;
+
 use crate::app::executors::{Executors, Limits};
-use crate::app::poison::Quarantine;
-use crate::app::state::Timing;
 use crate::config::ControllerArgs;
+use crate::config::Timing;
 use crate::metrics::Metrics;
+use crate::status::events::Events;
 use crate::submission::SubmissionOptions;
 
 /// Settings of the reconciler, resolved from the flags.
@@ -52,24 +51,6 @@ impl Settings {
     }
 }
 
-/// Which namespaces are reconciled: all the watch returns, or those a label selector picks.
-#[derive(Clone)]
-pub enum NamespaceFilter {
-    /// The watches are already scoped (all namespaces, or one controller per listed namespace).
-    Watched,
-    /// Namespaces matching the selector, as cached.
-    Selected(Store<Namespace>),
-}
-
-impl NamespaceFilter {
-    pub fn allows(&self, namespace: &str) -> bool {
-        match self {
-            Self::Watched => true,
-            Self::Selected(store) => store.get(&ObjectRef::new(namespace)).is_some(),
-        }
-    }
-}
-
 /// The reconciler's context.
 #[derive(Clone)]
 pub struct Ctx {
@@ -93,4 +74,33 @@ impl Ctx {
     pub fn cached_pod(&self, namespace: &str, name: &str) -> Option<Arc<SparkPod>> {
         self.pods.get(&ObjectRef::new(name).within(namespace))
     }
+}
+
+/// Whether a cache has had its first list, waiting up to `limit` (forever without one). Polled, not
+/// awaited once: the store's readiness wakes only its last waiter (the controller's runner), so
+/// another waiter could wait for a wake-up that never comes.
+pub async fn listed<K>(store: &Store<K>, limit: Option<Duration>) -> bool
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    let deadline = limit.map(|limit| Instant::now() + limit);
+    while tokio::time::timeout(Duration::from_millis(50), store.wait_until_ready())
+        .await
+        .is_err()
+    {
+        if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+            return false;
+        }
+    }
+    true
+}
+
+/// What the controller remembers of bad applications, by uid.
+#[derive(Debug, Default)]
+pub struct Quarantine {
+    /// The generation last marked unreadable.
+    pub(super) unreadable: HashMap<String, i64>,
+    /// Consecutive panics.
+    pub(super) panics: HashMap<String, u32>,
 }

@@ -11,6 +11,7 @@ use spark_operator_api::state::{DriverState, ExecutorState, TerminationObserver}
 use spark_operator_api::status::{MAX_LOG_TAIL_BYTES, TerminationRecord};
 
 use crate::pod::{ContainerStatus, SparkPod};
+use crate::status::text::truncate_utf8;
 
 /// Container waiting reasons that mean the driver cannot start without someone fixing something.
 pub const STUCK_WAITING_REASONS: [&str; 4] = [
@@ -183,18 +184,6 @@ fn container_termination(pod: &SparkPod, container: &str, observer: TerminationO
         log_tail: None,
         container_id: None,
     })
-}
-
-/// Cuts `text` to at most `max` bytes on a character boundary.
-pub fn truncate_utf8(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text[..end].to_owned()
 }
 
 /// Why a pod cannot start, if it is stuck on something that needs a human.
@@ -468,12 +457,6 @@ mod tests {
 
         let driver = pod(json!({"metadata": {"name": "d", "labels": {"spark-role": "driver"}}}));
         assert!(executor_pod(&driver).is_none());
-    }
-
-    #[test]
-    fn truncation_respects_character_boundaries() {
-        assert_eq!(truncate_utf8("héllo", 2), "h");
-        assert_eq!(truncate_utf8("abc", 10), "abc");
     }
 
     #[test]

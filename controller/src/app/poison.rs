@@ -10,7 +10,6 @@
 //!
 //! Both are written as raw merge patches of the status, so they work whatever the status holds.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, PoisonError};
@@ -27,9 +26,9 @@ use serde_json::json;
 use spark_operator_api::SparkApplication;
 use spark_operator_runtime::error_chain::kube_error;
 
-use crate::app::conditions;
 use crate::app::context::Ctx;
-use crate::app::reconciler::Error;
+use crate::app::error::Error;
+use crate::status::conditions;
 use spark_operator_api::watched::{Unreadable, WatchedApp};
 
 /// Condition type of an application the operator cannot handle.
@@ -40,15 +39,6 @@ pub const CONDITION_RECONCILE_FAILED: &str = "ReconcileFailed";
 pub const REASON_UNREADABLE: &str = "UnreadableSpec";
 /// Longest wait between two reconciles of an application that keeps panicking.
 const MAX_PANIC_BACKOFF: Duration = Duration::from_secs(300);
-
-/// What the controller remembers of bad applications, by uid.
-#[derive(Debug, Default)]
-pub struct Quarantine {
-    /// The generation last marked unreadable.
-    unreadable: HashMap<String, i64>,
-    /// Consecutive panics.
-    panics: HashMap<String, u32>,
-}
 
 fn condition(type_: &str, status: bool, reason: &str, message: &str, generation: Option<i64>) -> serde_json::Value {
     let mut list = Vec::new();

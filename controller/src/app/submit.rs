@@ -20,7 +20,7 @@ use spark_operator_runtime::error_chain::{ErrorChain, kube_error};
 
 use crate::app::context::Settings;
 use crate::app::state::SubmitOutcome;
-use crate::app::status::FIELD_MANAGER;
+use crate::status::write::FIELD_MANAGER;
 use crate::submission::driver_pdb::DriverPdb;
 use crate::submission::pod_group::PodGroup;
 use crate::submission::web_ui::WebUiStatus;

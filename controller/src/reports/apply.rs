@@ -14,13 +14,12 @@ use spark_operator_api::state::{ApplicationStateType as S, ExecutorState, Termin
 use spark_operator_api::status::{MAX_LOG_TAIL_BYTES, SparkApplicationStatus, TerminationRecord};
 use spark_operator_proto::agent::v1::{Role, TerminationReport};
 
-use crate::app::observe::truncate_utf8;
-use crate::app::status;
+use crate::pod::MAX_EXECUTOR_ID;
+use crate::status::text::{tail_utf8, truncate_utf8};
+use crate::status::write as status;
 
 /// The executor container's name in pods made from Spark's older templates (as the webhook accepts it).
 const LEGACY_EXECUTOR_CONTAINER_NAME: &str = "executor";
-/// Spark numbers executors with positive 32-bit integers (as the pod watch checks them).
-const MAX_EXECUTOR_ID: i64 = i32::MAX as i64;
 /// Longest container id accepted (CRI ids are 64 hex digits).
 const MAX_CONTAINER_ID: usize = 256;
 /// Longest submission id accepted (ours are UUIDs).
@@ -189,18 +188,6 @@ fn dns_name(field: &str, value: &str, max: usize, dots: bool) -> Result<(), Stri
         ));
     }
     Ok(())
-}
-
-/// The last `max` bytes of `text`, starting on a character boundary: a log's tail is its end.
-pub fn tail_utf8(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut start = text.len() - max;
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    text[start..].to_owned()
 }
 
 /// Records `report` in `status` (of the application the report names), within `budget` bytes. The status

@@ -46,9 +46,9 @@ use super::apply::{self, Applied, Report, Whose};
 use super::auth::Authenticator;
 use super::group_commit::GroupCommit;
 use super::last_written::LastWritten;
-use crate::app::status;
 use crate::metrics::ReportMetrics;
 use crate::pod::SparkPod;
+use crate::status::write as status;
 
 /// Status writes tried per report when the application keeps changing under it (then RETRY).
 const WRITE_ATTEMPTS: usize = 5;
@@ -578,13 +578,7 @@ impl Inner {
             )));
         }
         let app_uid = app.metadata.uid.as_deref().unwrap_or_default();
-        let controlled = pod
-            .metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .any(|o| o.uid == app_uid && o.controller == Some(true));
-        (!controlled).then(|| {
+        (!pod.is_driver_of(app_uid)).then(|| {
             Outcome::Discard(format!(
                 "pod {} is not the application's driver (no controlling ownerReference to it)",
                 report.record.pod_name

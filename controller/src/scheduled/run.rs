@@ -22,9 +22,9 @@ use spark_operator_api::{ApplicationStateType, SparkApplication};
 use spark_operator_runtime::error_chain::{ErrorChain, kube_error};
 
 use super::decide::{Decision, Happened, Observed, Precision, Run, RunState, decide};
-use crate::app::context::NamespaceFilter;
-use crate::app::events::Events;
 use crate::metrics::Metrics;
+use crate::scope::NamespaceFilter;
+use crate::status::events::Events;
 
 /// A reconcile that failed; retried after [`RETRY`].
 #[derive(Debug, thiserror::Error)]
@@ -278,7 +278,7 @@ async fn write_status(
     let namespace = schedule.namespace().unwrap_or_default();
     let name = schedule.name_any();
     let old = schedule.status.clone().unwrap_or_default();
-    let diff = crate::app::status::merge_diff(Some(&old), &decision.status).map_err(|e| Error::WriteStatus {
+    let diff = crate::status::write::merge_diff(Some(&old), &decision.status).map_err(|e| Error::WriteStatus {
         name: format!("{namespace}/{name}"),
         reason: format!("serializing the status: {e}"),
     })?;

@@ -14,7 +14,7 @@ use serde_json::json;
 use spark_operator_api::SparkApplication;
 use spark_operator_api::status::SparkApplicationStatus;
 
-use crate::app::observe::truncate_utf8;
+use crate::status::text::truncate_utf8;
 
 /// Field manager of the controller's writes.
 pub const FIELD_MANAGER: &str = "spark-operator";

@@ -1,5 +1,5 @@
-//! Running the controller inside a [`Runtime`]: while this replica leads, one Controller per watched
-//! scope (all namespaces; one per listed namespace; or all namespaces filtered by a namespace label
+//! Running the controllers inside a [`Runtime`]: while this replica leads, one SparkApplication and one
+//! ScheduledSparkApplication controller per watched scope (all namespaces; one per listed namespace; or all namespaces filtered by a namespace label
 //! selector).
 
 use std::collections::HashMap;
@@ -15,13 +15,14 @@ use kube::runtime::{WatchStreamExt, reflector, watcher};
 use spark_operator_runtime::Runtime;
 use tokio::sync::watch;
 
-use crate::app::context::{Ctx, NamespaceFilter, Settings};
-use crate::app::events::Events;
+use crate::app::context::Quarantine;
+use crate::app::context::{Ctx, Settings};
 use crate::app::executors::Executors;
-use crate::app::poison::Quarantine;
-use crate::app::reconciler::{WatchSettings, run_controller};
-use crate::config::{ControllerArgs, NamespaceScope};
+use crate::app::watch::{WatchSettings, run_controller};
+use crate::config::ControllerArgs;
 use crate::metrics::Metrics;
+use crate::scope::{NamespaceFilter, NamespaceScope};
+use crate::status::events::Events;
 use spark_operator_api::watched::WatchedApp;
 use spark_operator_runtime::readiness::Readiness;
 
@@ -108,10 +109,10 @@ pub async fn run(args: ControllerArgs, runtime: &Runtime) -> Result<(), Error> {
     }
 }
 
-/// Every Controller of the scope, until `stopped` flips.
 /// Prefix of the readiness checks of the watches (one per scope), dropped when a term ends.
 const WATCH_CHECK: &str = "watch ";
 
+/// Every Controller of the scope, until `stopped` flips.
 async fn reconcile_all(
     client: kube::Client,
     args: &ControllerArgs,

@@ -9,8 +9,27 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use spark_operator_api::SparkApplication;
 use spark_operator_runtime::error_chain::kube_error;
 
-use crate::app::observe::truncate_utf8;
-use crate::app::state::{Notice, Transition};
+use spark_operator_api::state::ApplicationStateType;
+
+use crate::status::text::truncate_utf8;
+
+/// A state transition, which becomes an Event and a log line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transition {
+    pub from: ApplicationStateType,
+    pub to: ApplicationStateType,
+    pub reason: &'static str,
+    pub message: String,
+    pub warning: bool,
+}
+
+/// Something worth an Event that is not a state transition: a condition that changed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Notice {
+    pub reason: &'static str,
+    pub message: String,
+    pub warning: bool,
+}
 
 /// Events' notes are limited to 1 kB by the API.
 const MAX_NOTE_BYTES: usize = 1000;
