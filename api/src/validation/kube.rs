@@ -43,11 +43,7 @@ pub(super) fn duplicate(value: &str) -> String {
 }
 
 fn is_label(value: &str) -> bool {
-    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
-    !value.is_empty()
-        && value.chars().all(|c| alnum(c) || c == '-')
-        && value.starts_with(alnum)
-        && value.ends_with(alnum)
+    !value.is_empty() && super::names::has_dns1123_label_chars(value)
 }
 
 /// `IsDNS1123Label`: what is wrong, as kube-apiserver lists it.

@@ -25,7 +25,9 @@ use crate::scheduled::ScheduledSparkApplication;
 use crate::spark_version::SparkVersion;
 
 pub use kube::image_reference_problem;
-pub use names::{dns1035_label, dns1123_subdomain, label_key, label_value};
+pub use names::{
+    dns1035_label, dns1123_label_problem, dns1123_subdomain, dns1123_subdomain_problem, label_key, label_value,
+};
 pub use schedule::check_schedule;
 pub use spark_conf::{DENIED_SPARK_CONF_KEYS, NAMESPACE_KEY};
 

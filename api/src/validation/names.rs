@@ -7,13 +7,14 @@ fn is_alnum_lower(c: char) -> bool {
     c.is_ascii_lowercase() || c.is_ascii_digit()
 }
 
-fn dns1123_label_problem(label: &str) -> Option<&'static str> {
-    if label.is_empty() {
-        return Some("is empty");
-    }
-    if label.len() > MAX_LABEL {
-        return Some("is longer than 63 characters");
-    }
+/// Whether `value` has a DNS-1123 label's characters and ends, its length aside:
+/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?`. The one home of that rule (kube-apiserver's messages, in `kube`, and
+/// ours, below, are built on it).
+pub(crate) fn has_dns1123_label_chars(value: &str) -> bool {
+    dns1123_label_chars_problem(value).is_none()
+}
+
+fn dns1123_label_chars_problem(label: &str) -> Option<&'static str> {
     if !label.chars().all(|c| is_alnum_lower(c) || c == '-') {
         return Some("may contain only lower-case letters, digits and '-'");
     }
@@ -21,6 +22,18 @@ fn dns1123_label_problem(label: &str) -> Option<&'static str> {
         return Some("must start and end with a lower-case letter or digit");
     }
     None
+}
+
+/// What is wrong with a DNS-1123 label (a namespace, a container name), phrased to follow the value; None
+/// when it is one.
+pub fn dns1123_label_problem(label: &str) -> Option<&'static str> {
+    if label.is_empty() {
+        return Some("is empty");
+    }
+    if label.len() > MAX_LABEL {
+        return Some("is longer than 63 characters");
+    }
+    dns1123_label_chars_problem(label)
 }
 
 /// A DNS-1035 label (Service names, and so SparkApplication names): `[a-z]([-a-z0-9]*[a-z0-9])?`, at most
@@ -39,19 +52,26 @@ pub fn dns1035_label(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// What is wrong with a DNS-1123 subdomain (pod and ConfigMap names: dot-separated DNS-1123 labels, at
+/// most 253 characters), phrased to follow the value; None when it is one.
+pub fn dns1123_subdomain_problem(name: &str) -> Option<String> {
+    if name.len() > MAX_SUBDOMAIN {
+        return Some("is longer than 253 characters".into());
+    }
+    name.split('.').find_map(|label| {
+        dns1123_label_problem(label).map(|problem| format!("is not a DNS-1123 subdomain: the part {label:?} {problem}"))
+    })
+}
+
 /// A DNS-1123 subdomain (pod and ConfigMap names): dot-separated DNS-1123 labels, at most 253 characters.
 pub fn dns1123_subdomain(name: &str) -> Result<(), String> {
-    if name.len() > MAX_SUBDOMAIN {
-        return Err(format!("{name:?} is longer than 253 characters"));
+    match dns1123_subdomain_problem(name) {
+        None => Ok(()),
+        Some(problem) if name.len() > MAX_SUBDOMAIN => Err(format!("{name:?} {problem}")),
+        Some(problem) => Err(format!(
+            "{name:?} {problem}; use lower-case letters, digits, '-' and '.', starting and ending with a letter or digit"
+        )),
     }
-    for label in name.split('.') {
-        if let Some(problem) = dns1123_label_problem(label) {
-            return Err(format!(
-                "{name:?} is not a DNS-1123 subdomain: the part {label:?} {problem}; use lower-case letters, digits, '-' and '.', starting and ending with a letter or digit"
-            ));
-        }
-    }
-    Ok(())
 }
 
 fn qualified_name_problem(name: &str) -> Option<&'static str> {

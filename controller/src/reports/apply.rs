@@ -12,6 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use spark_operator_api::labels::{DRIVER_CONTAINER_NAME, EXECUTOR_CONTAINER_NAME};
 use spark_operator_api::state::{ApplicationStateType as S, ExecutorState, TerminationObserver};
 use spark_operator_api::status::{MAX_LOG_TAIL_BYTES, SparkApplicationStatus, TerminationRecord};
+use spark_operator_api::validation::{dns1123_label_problem, dns1123_subdomain_problem};
 use spark_operator_proto::agent::v1::{Role, TerminationReport};
 
 use crate::pod::MAX_EXECUTOR_ID;
@@ -166,28 +167,24 @@ fn bounded(field: &str, value: &str, max: usize) -> Result<(), String> {
 
 /// A Kubernetes DNS-1123 label (a namespace): names go into API paths, so nothing else may pass.
 fn dns_label(field: &str, value: &str) -> Result<(), String> {
-    dns_name(field, value, 63, false)
+    kubernetes_name(field, value, dns1123_label_problem(value).map(str::to_owned))
 }
 
 /// A Kubernetes DNS-1123 subdomain (an application or pod name).
 fn dns_subdomain(field: &str, value: &str) -> Result<(), String> {
-    dns_name(field, value, 253, true)
+    kubernetes_name(field, value, dns1123_subdomain_problem(value))
 }
 
-fn dns_name(field: &str, value: &str, max: usize, dots: bool) -> Result<(), String> {
+/// The field's error for a name with `problem` (the API's name rules, `spark_operator_api::validation`),
+/// the value cut short: a report's fields are whatever an agent sent.
+fn kubernetes_name(field: &str, value: &str, problem: Option<String>) -> Result<(), String> {
     if value.is_empty() {
         return Err(format!("{field} is missing (empty)"));
     }
-    let allowed = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || (dots && c == '.');
-    let ends = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
-    if value.len() > max || !value.chars().all(allowed) || !ends(value.chars().next()) || !ends(value.chars().last()) {
-        return Err(format!(
-            "{field} {:?} is not a Kubernetes name (lower-case letters, digits, '-'{}, at most {max} characters)",
-            truncate_utf8(value, 80),
-            if dots { ", '.'" } else { "" }
-        ));
+    match problem {
+        None => Ok(()),
+        Some(problem) => Err(format!("{field} {:?} {problem}", truncate_utf8(value, 80))),
     }
-    Ok(())
 }
 
 /// Records `report` in `status` (of the application the report names), within `budget` bytes. The status
