@@ -10,16 +10,19 @@
 //! - [`reports`]: the receiver of the node agents' termination reports (gRPC over TLS), served by every
 //!   replica, leader or not: [`reports::serve`] with [`reports::ReceiverArgs`].
 
+// What other crates use is `pub`; everything else is `pub(crate)` or narrower, and kept so.
+#![deny(unreachable_pub)]
+
 pub mod app;
-pub mod batch;
+pub(crate) mod batch;
 pub mod config;
-pub mod metrics;
+pub(crate) mod metrics;
 pub mod pod;
 pub mod reports;
-pub mod run;
-pub mod scheduled;
+pub(crate) mod run;
+pub(crate) mod scheduled;
 pub mod scope;
-pub mod status;
+pub(crate) mod status;
 pub mod submission;
 pub mod uninstall;
 

@@ -10,7 +10,7 @@
 
 use std::sync::{Mutex, PoisonError};
 
-pub use spark_operator_runtime::metrics::{Counter, Gauge, Histogram};
+pub(crate) use spark_operator_runtime::metrics::{Counter, Histogram};
 use spark_operator_runtime::metrics::{
     LATENCY_SECONDS as LATENCY, Render, write_counter, write_gauge, write_histogram, write_labelled_counters,
 };
@@ -19,7 +19,7 @@ use spark_operator_runtime::metrics::{
 /// operator can tell "the API server refuses us" from "we are not the leader" from "someone else
 /// changed the application" at a glance (Stackable's `ReconcilerError::category` is the model).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ErrorCategory {
+pub(crate) enum ErrorCategory {
     /// The application changed under the reconcile (retried at once).
     Conflict,
     /// A write was not sent: this replica does not hold the lease.
@@ -31,9 +31,9 @@ pub enum ErrorCategory {
 }
 
 impl ErrorCategory {
-    pub const ALL: [ErrorCategory; 4] = [Self::Conflict, Self::Fenced, Self::Api, Self::Serialization];
+    pub(crate) const ALL: [ErrorCategory; 4] = [Self::Conflict, Self::Fenced, Self::Api, Self::Serialization];
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Conflict => "conflict",
             Self::Fenced => "fenced",
@@ -53,7 +53,7 @@ const BYTES: &[f64] = &[
 ];
 
 /// Every metric of the controller.
-pub struct Metrics {
+pub(crate) struct Metrics {
     pub app_count: Counter,
     pub submit_count: Counter,
     pub failed_submission_count: Counter,
@@ -97,7 +97,7 @@ pub struct Metrics {
 
 /// What is running right now.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Live {
+pub(crate) struct Live {
     /// Applications in RUNNING.
     pub apps_running: i64,
     /// Executors running, as the applications' statuses count them.
@@ -107,7 +107,7 @@ pub struct Live {
 /// Counts what is running from a controller's cache. Counted at scrape time rather than kept up to date
 /// by transitions, so a restarted controller or a new leader reports the truth about applications
 /// that were already running when it started.
-pub type LiveSource = Box<dyn Fn() -> Live + Send + Sync>;
+pub(crate) type LiveSource = Box<dyn Fn() -> Live + Send + Sync>;
 
 impl Default for Metrics {
     fn default() -> Self {
@@ -154,17 +154,17 @@ impl std::fmt::Debug for Metrics {
 
 impl Metrics {
     /// Adds a source of running counts (one per controller cache).
-    pub fn add_live_source(&self, source: LiveSource) {
+    pub(crate) fn add_live_source(&self, source: LiveSource) {
         self.live.lock().unwrap_or_else(PoisonError::into_inner).push(source);
     }
 
     /// Forgets the sources (the caches of a leadership term that ended).
-    pub fn clear_live_sources(&self) {
+    pub(crate) fn clear_live_sources(&self) {
         self.live.lock().unwrap_or_else(PoisonError::into_inner).clear();
     }
 
     /// Counts a failed reconcile.
-    pub fn reconcile_error(&self, category: ErrorCategory) {
+    pub(crate) fn reconcile_error(&self, category: ErrorCategory) {
         if let Some(counter) = ErrorCategory::ALL
             .iter()
             .position(|c| *c == category)
@@ -174,17 +174,8 @@ impl Metrics {
         }
     }
 
-    /// Failed reconciles of one category.
-    pub fn reconcile_errors(&self, category: ErrorCategory) -> u64 {
-        ErrorCategory::ALL
-            .iter()
-            .position(|c| *c == category)
-            .and_then(|i| self.reconcile_errors.get(i))
-            .map_or(0, Counter::get)
-    }
-
     /// What runs now, summed over the sources.
-    pub fn live(&self) -> Live {
+    pub(crate) fn live(&self) -> Live {
         let sources = self.live.lock().unwrap_or_else(PoisonError::into_inner);
         sources
             .iter()
@@ -195,8 +186,9 @@ impl Metrics {
             })
     }
 
+    #[cfg(test)]
     /// The Prometheus text exposition of these metrics alone.
-    pub fn render_text(&self) -> String {
+    pub(crate) fn render_text(&self) -> String {
         let mut out = String::with_capacity(8192);
         self.render(&mut out);
         out
@@ -380,12 +372,12 @@ impl Render for Metrics {
 }
 
 /// The verdicts of the report receiver, in the order of [`ReportMetrics::verdicts`].
-pub const REPORT_VERDICTS: [&str; 3] = ["ok", "retry", "discard"];
+pub(crate) const REPORT_VERDICTS: [&str; 3] = ["ok", "retry", "discard"];
 
 /// The report receiver's metrics (`controller/src/reports`): registered by the receiver, which runs on
 /// every replica, not only on the leader.
 #[derive(Debug)]
-pub struct ReportMetrics {
+pub(crate) struct ReportMetrics {
     /// Reports answered, by verdict (see [`REPORT_VERDICTS`]).
     verdicts: [Counter; REPORT_VERDICTS.len()],
     /// Streams refused because the agent's token was missing, invalid or of another ServiceAccount.
@@ -410,7 +402,7 @@ impl Default for ReportMetrics {
 
 impl ReportMetrics {
     /// Counts one answered report; `verdict` is one of [`REPORT_VERDICTS`].
-    pub fn verdict(&self, verdict: &str) {
+    pub(crate) fn verdict(&self, verdict: &str) {
         if let Some(counter) = REPORT_VERDICTS
             .iter()
             .position(|v| *v == verdict)
@@ -418,15 +410,6 @@ impl ReportMetrics {
         {
             counter.inc();
         }
-    }
-
-    /// Reports answered with `verdict`.
-    pub fn verdicts(&self, verdict: &str) -> u64 {
-        REPORT_VERDICTS
-            .iter()
-            .position(|v| *v == verdict)
-            .and_then(|i| self.verdicts.get(i))
-            .map_or(0, Counter::get)
     }
 }
 

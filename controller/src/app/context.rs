@@ -53,7 +53,7 @@ impl Settings {
 
 /// The reconciler's context.
 #[derive(Clone)]
-pub struct Ctx {
+pub(crate) struct Ctx {
     pub client: kube::Client,
     pub settings: Arc<Settings>,
     pub events: Events,
@@ -71,7 +71,7 @@ pub struct Ctx {
 
 impl Ctx {
     /// The cached pod, if any.
-    pub fn cached_pod(&self, namespace: &str, name: &str) -> Option<Arc<SparkPod>> {
+    pub(crate) fn cached_pod(&self, namespace: &str, name: &str) -> Option<Arc<SparkPod>> {
         self.pods.get(&ObjectRef::new(name).within(namespace))
     }
 }
@@ -79,7 +79,7 @@ impl Ctx {
 /// Whether a cache has had its first list, waiting up to `limit` (forever without one). Polled, not
 /// awaited once: the store's readiness wakes only its last waiter (the controller's runner), so
 /// another waiter could wait for a wake-up that never comes.
-pub async fn listed<K>(store: &Store<K>, limit: Option<Duration>) -> bool
+pub(crate) async fn listed<K>(store: &Store<K>, limit: Option<Duration>) -> bool
 where
     K: kube::Resource + Clone + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone,
@@ -98,7 +98,7 @@ where
 
 /// What the controller remembers of bad applications, by uid.
 #[derive(Debug, Default)]
-pub struct Quarantine {
+pub(crate) struct Quarantine {
     /// The generation last marked unreadable.
     pub(super) unreadable: HashMap<String, i64>,
     /// Consecutive panics.

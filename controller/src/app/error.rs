@@ -6,7 +6,7 @@ use crate::status::write as status;
 
 /// Why a reconcile failed (it is retried).
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     #[error(transparent)]
     Status(#[from] status::Error),
     #[error(transparent)]
@@ -57,7 +57,7 @@ fn fenced(error: &(dyn std::error::Error + 'static)) -> bool {
 }
 
 impl Error {
-    pub fn category(&self) -> ErrorCategory {
+    pub(crate) fn category(&self) -> ErrorCategory {
         match self {
             Error::Status(status::Error::Conflict { .. }) => ErrorCategory::Conflict,
             Error::Status(status::Error::Serialize { .. }) => ErrorCategory::Serialization,

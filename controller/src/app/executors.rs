@@ -27,17 +27,17 @@ use crate::app::observe::ExecutorPod;
 
 /// A set of integers stored as disjoint, non-adjacent intervals.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct IdSet {
+pub(crate) struct IdSet {
     /// start → end, inclusive.
     ranges: BTreeMap<i64, i64>,
 }
 
 impl IdSet {
-    pub fn contains(&self, id: i64) -> bool {
+    pub(crate) fn contains(&self, id: i64) -> bool {
         self.ranges.range(..=id).next_back().is_some_and(|(_, end)| *end >= id)
     }
 
-    pub fn insert(&mut self, id: i64) {
+    pub(crate) fn insert(&mut self, id: i64) {
         if self.contains(id) {
             return;
         }
@@ -58,7 +58,7 @@ impl IdSet {
     }
 
     /// Removes `id`, splitting its interval; false when it was not there.
-    pub fn remove(&mut self, id: i64) -> bool {
+    pub(crate) fn remove(&mut self, id: i64) -> bool {
         let Some((&start, &end)) = self.ranges.range(..=id).next_back() else {
             return false;
         };
@@ -75,18 +75,19 @@ impl IdSet {
         true
     }
 
+    #[cfg(test)]
     /// Number of intervals (the memory it takes).
-    pub fn intervals(&self) -> usize {
+    pub(crate) fn intervals(&self) -> usize {
         self.ranges.len()
     }
 
     /// The highest id in the set.
-    pub fn max(&self) -> Option<i64> {
+    pub(crate) fn max(&self) -> Option<i64> {
         self.ranges.last_key_value().map(|(_, end)| *end)
     }
 
     /// The ids of `lo..=hi` not in the set, as inclusive intervals.
-    pub fn gaps(&self, lo: i64, hi: i64) -> Vec<(i64, i64)> {
+    pub(crate) fn gaps(&self, lo: i64, hi: i64) -> Vec<(i64, i64)> {
         let mut gaps = Vec::new();
         if lo > hi {
             return gaps;
@@ -115,7 +116,7 @@ impl IdSet {
     }
 
     /// Inserts every id of `lo..=hi` (a gap found by [`IdSet::gaps`]).
-    pub fn insert_range(&mut self, lo: i64, hi: i64) {
+    pub(crate) fn insert_range(&mut self, lo: i64, hi: i64) {
         let mut start = lo;
         let mut end = hi;
         let touching: Vec<(i64, i64)> = self
@@ -143,7 +144,7 @@ pub struct Limits {
 
 /// The executors of one submission of one application.
 #[derive(Clone, Debug, Default)]
-pub struct Tracker {
+pub(crate) struct Tracker {
     counts: ExecutorCounts,
     /// The submission tracked.
     pub submission_id: String,
@@ -181,7 +182,7 @@ pub struct Tracker {
 
 impl Tracker {
     /// A tracker continuing what a status (of the same submission) recorded.
-    pub fn seeded(status: &SparkApplicationStatus) -> Self {
+    pub(crate) fn seeded(status: &SparkApplicationStatus) -> Self {
         let mut tracker = Self {
             counts: status.executor_counts.clone().unwrap_or_default(),
             submission_id: status.submission_id.clone(),
@@ -216,7 +217,7 @@ impl Tracker {
         tracker
     }
 
-    pub fn counts(&self) -> &ExecutorCounts {
+    pub(crate) fn counts(&self) -> &ExecutorCounts {
         &self.counts
     }
 
@@ -228,7 +229,7 @@ impl Tracker {
     }
 
     /// An executor pod was added or changed.
-    pub fn observe(&mut self, pod: &ExecutorPod, now: Timestamp, limits: Limits) {
+    pub(crate) fn observe(&mut self, pod: &ExecutorPod, now: Timestamp, limits: Limits) {
         match pod.capacity_wait_since {
             Some(since) => self.capacity_waits.insert(pod.name.clone(), since),
             None => self.capacity_waits.remove(&pod.name),
@@ -237,13 +238,13 @@ impl Tracker {
     }
 
     /// Since when the longest-waiting executor has waited for room on some node, if any waits.
-    pub fn oldest_capacity_wait(&self) -> Option<Timestamp> {
+    pub(crate) fn oldest_capacity_wait(&self) -> Option<Timestamp> {
         self.capacity_waits.values().min().copied()
     }
 
     /// An executor pod was deleted; `last` is its last known state. One deleted before its container
     /// reported an exit is counted as Unknown: nobody saw how it ended.
-    pub fn observe_deletion(&mut self, last: &ExecutorPod, now: Timestamp, limits: Limits) {
+    pub(crate) fn observe_deletion(&mut self, last: &ExecutorPod, now: Timestamp, limits: Limits) {
         self.capacity_waits.remove(&last.name);
         let state = if last.state.is_terminal() {
             last.state
@@ -294,7 +295,7 @@ impl Tracker {
     /// never seen is counted; one counted COMPLETED or FAILED already is not counted again (a failure
     /// only gains the report's log tail). Folding the same report again changes nothing, so a status
     /// write that conflicts can fold it again on a fresh read. True when something changed.
-    pub fn fold_report(&mut self, report: &TerminationRecord, now: Timestamp, limits: Limits) -> bool {
+    pub(crate) fn fold_report(&mut self, report: &TerminationRecord, now: Timestamp, limits: Limits) -> bool {
         let state = if report.succeeded() {
             ExecutorState::Completed
         } else {
@@ -430,7 +431,7 @@ impl Tracker {
     }
 
     /// After a relist: executors believed alive whose pods no longer exist were deleted unseen.
-    pub fn sweep(&mut self, exists: impl Fn(&str) -> bool, now: Timestamp, limits: Limits) {
+    pub(crate) fn sweep(&mut self, exists: impl Fn(&str) -> bool, now: Timestamp, limits: Limits) {
         let gone: Vec<ExecutorPod> = self
             .live
             .iter()
@@ -496,15 +497,16 @@ impl Tracker {
     }
 
     /// Copies the tracked executor fields into a status (executorState mirrors recentExecutors).
-    pub fn render(&self, status: &mut SparkApplicationStatus) {
+    pub(crate) fn render(&self, status: &mut SparkApplicationStatus) {
         status.executor_counts = Some(self.counts.clone());
         status.recent_executors = self.recent.clone();
         status.executor_state = self.recent.iter().map(|(name, r)| (name.clone(), r.state)).collect();
         status.recent_executor_failures = self.failures.recent_executor_failures.clone();
     }
 
+    #[cfg(test)]
     /// Memory held, roughly: entries of each collection.
-    pub fn footprint(&self) -> usize {
+    pub(crate) fn footprint(&self) -> usize {
         self.live.len()
             + self.done.intervals()
             + self.done_names.len()
@@ -530,7 +532,7 @@ fn reported_pod(report: &TerminationRecord, state: ExecutorState, submission_id:
 
 /// The trackers of every application, one per application: its current submission's.
 #[derive(Debug, Default)]
-pub struct Executors {
+pub(crate) struct Executors {
     trackers: HashMap<(String, String), Tracker>,
 }
 
@@ -538,7 +540,7 @@ impl Executors {
     /// The tracker for an executor of `submission_id`. A tracker of another submission is replaced
     /// when the application's status (`status()`, the cached one) says the submission is current;
     /// otherwise the executor belongs to an old run and is ignored (None).
-    pub fn tracker_for(
+    pub(crate) fn tracker_for(
         &mut self,
         namespace: &str,
         app: &str,
@@ -558,34 +560,31 @@ impl Executors {
     }
 
     /// The tracker of an application's submission, if it has seen executors.
-    pub fn get(&self, namespace: &str, app: &str, submission_id: &str) -> Option<&Tracker> {
+    pub(crate) fn get(&self, namespace: &str, app: &str, submission_id: &str) -> Option<&Tracker> {
         self.trackers
             .get(&(namespace.to_owned(), app.to_owned()))
             .filter(|t| t.submission_id == submission_id)
     }
 
     /// The tracker of `submission_id`, to change it.
-    pub fn get_mut(&mut self, namespace: &str, app: &str, submission_id: &str) -> Option<&mut Tracker> {
+    pub(crate) fn get_mut(&mut self, namespace: &str, app: &str, submission_id: &str) -> Option<&mut Tracker> {
         self.trackers
             .get_mut(&(namespace.to_owned(), app.to_owned()))
             .filter(|t| t.submission_id == submission_id)
     }
 
     /// Forgets an application (deleted).
-    pub fn remove(&mut self, namespace: &str, app: &str) {
+    pub(crate) fn remove(&mut self, namespace: &str, app: &str) {
         self.trackers.remove(&(namespace.to_owned(), app.to_owned()));
     }
 
     /// Every tracker, with its application's namespace.
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&str, &mut Tracker)> {
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (&str, &mut Tracker)> {
         self.trackers.iter_mut().map(|((ns, _), t)| (ns.as_str(), t))
     }
 
-    pub fn len(&self) -> usize {
-        self.trackers.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.trackers.is_empty()
     }
 }

@@ -15,15 +15,15 @@
 //!
 //! The status write, conditions and Events are the crate's [`crate::status`] layer, below this one.
 
-pub mod context;
+pub(crate) mod context;
 pub mod driver_finalizer;
-pub mod error;
-pub mod executors;
+pub(crate) mod error;
+pub(crate) mod executors;
 pub mod observe;
-pub mod pod_events;
-pub mod poison;
-pub mod reconciler;
+pub(crate) mod pod_events;
+pub(crate) mod poison;
+pub(crate) mod reconciler;
 pub mod state;
 pub mod submit;
-pub mod watch;
-pub mod write;
+pub(crate) mod watch;
+pub(crate) mod write;

@@ -21,7 +21,7 @@ use crate::pod::{MAX_EXECUTOR_ID, SparkPod};
 /// Follows the pod watch's events: executor transitions into the trackers, driver exits' arrival
 /// times (for the termination → status metric), and, after a relist, executors deleted unseen.
 #[derive(Clone)]
-pub struct PodObserver {
+pub(crate) struct PodObserver {
     pub ctx: Arc<Ctx>,
     pub apps: Store<WatchedApp>,
     /// Executor events of a relist whose driver was not known yet: judged once the relist is complete
@@ -30,7 +30,7 @@ pub struct PodObserver {
 }
 
 impl PodObserver {
-    pub fn observe(&self, event: &watcher::Event<SparkPod>) {
+    pub(crate) fn observe(&self, event: &watcher::Event<SparkPod>) {
         tracing::trace!(?event, "pod event");
         match event {
             watcher::Event::Apply(pod) => self.pod(pod, false, false),

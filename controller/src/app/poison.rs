@@ -32,11 +32,11 @@ use crate::status::conditions;
 use spark_operator_api::watched::{Unreadable, WatchedApp};
 
 /// Condition type of an application the operator cannot handle.
-pub const CONDITION_INVALID: &str = "Invalid";
+pub(crate) const CONDITION_INVALID: &str = "Invalid";
 /// Condition type of an application whose reconcile hit an internal error.
-pub const CONDITION_RECONCILE_FAILED: &str = "ReconcileFailed";
+pub(crate) const CONDITION_RECONCILE_FAILED: &str = "ReconcileFailed";
 /// Reason of an unreadable application.
-pub const REASON_UNREADABLE: &str = "UnreadableSpec";
+pub(crate) const REASON_UNREADABLE: &str = "UnreadableSpec";
 /// Longest wait between two reconciles of an application that keeps panicking.
 const MAX_PANIC_BACKOFF: Duration = Duration::from_secs(300);
 
@@ -61,7 +61,7 @@ async fn patch_status(ctx: &Ctx, metadata: &ObjectMeta, patch: serde_json::Value
 }
 
 /// Marks an application the controller cannot decode, once per generation.
-pub async fn mark_unreadable(app: &Unreadable, reference: &ObjectReference, ctx: &Ctx) {
+pub(crate) async fn mark_unreadable(app: &Unreadable, reference: &ObjectReference, ctx: &Ctx) {
     let metadata = &app.metadata;
     let uid = metadata.uid.clone().unwrap_or_default();
     let generation = metadata.generation.unwrap_or_default();
@@ -99,7 +99,7 @@ pub async fn mark_unreadable(app: &Unreadable, reference: &ObjectReference, ctx:
 }
 
 /// Runs a reconcile of `app`, containing a panic to it.
-pub async fn contained(
+pub(crate) async fn contained(
     app: Arc<SparkApplication>,
     ctx: Arc<Ctx>,
     reconcile: impl Future<Output = Result<Action, Error>>,
@@ -174,7 +174,7 @@ async fn set_reconcile_failed(ctx: &Ctx, app: &SparkApplication, failed: bool, r
 /// to prove containment end to end. Compiled only with the `test-hooks` feature, which no shipped
 /// build enables.
 #[cfg(feature = "test-hooks")]
-pub fn injected_panic(app: &SparkApplication) {
+pub(crate) fn injected_panic(app: &SparkApplication) {
     let annotated = app
         .metadata
         .annotations

@@ -34,14 +34,14 @@ use crate::status::write as status;
 use crate::submission::driver_pdb;
 
 /// Annotation on the SparkApplication: hash of the spec of its last submission (see `state::spec_hash`).
-pub const ANNOTATION_SPEC_HASH: &str = "sparkoperator.k8s.io/spec-hash";
+pub(crate) const ANNOTATION_SPEC_HASH: &str = "sparkoperator.k8s.io/spec-hash";
 
 /// How long a reconcile waits for the pod watch's first list before trying again later.
 const POD_WATCH_READY: Duration = Duration::from_secs(10);
 
 /// A reconcile. An application the controller cannot read is marked and left alone until it changes; a
 /// readable one is reconciled with any panic contained to it ([`contained`]).
-pub async fn reconcile(watched: Arc<WatchedApp>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+pub(crate) async fn reconcile(watched: Arc<WatchedApp>, ctx: Arc<Ctx>) -> Result<Action, Error> {
     match watched.as_ref() {
         WatchedApp::Unreadable(unreadable) => {
             poison::mark_unreadable(unreadable, &watched.object_ref(&()), &ctx).await;
@@ -101,7 +101,7 @@ async fn reconcile_readable(app: Arc<SparkApplication>, ctx: Arc<Ctx>) -> Result
 }
 
 /// Failed reconciles are retried soon: a conflict at once, anything else after a few seconds.
-pub fn error_policy(app: Arc<WatchedApp>, error: &Error, ctx: Arc<Ctx>) -> Action {
+pub(crate) fn error_policy(app: Arc<WatchedApp>, error: &Error, ctx: Arc<Ctx>) -> Action {
     let category = error.category();
     ctx.metrics.reconcile_error(category);
     tracing::warn!(

@@ -25,7 +25,7 @@ use crate::metrics::Live;
 use crate::pod::SparkPod;
 
 /// How one scope's Controller runs.
-pub struct WatchSettings {
+pub(crate) struct WatchSettings {
     /// Applications reconciled at the same time.
     pub concurrency: u16,
     /// Set while the scope's watches can list.
@@ -33,7 +33,7 @@ pub struct WatchSettings {
 }
 
 /// The label selector of the operator's pods.
-pub fn pod_selector() -> String {
+pub(crate) fn pod_selector() -> String {
     format!("{LABEL_LAUNCHED_BY_SPARK_OPERATOR}={LABEL_VALUE_TRUE}")
 }
 
@@ -75,7 +75,7 @@ impl WatchHealth {
 
 /// Runs one Controller over `apps` and `pods` (all namespaces, or one) until `shutdown` resolves.
 /// `health` is set while both watches can list.
-pub async fn run_controller(
+pub(crate) async fn run_controller(
     apps: Api<WatchedApp>,
     pods: Api<SparkPod>,
     ctx: Ctx,

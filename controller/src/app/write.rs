@@ -57,7 +57,7 @@ fn executor_write_wait(
 /// Renders the executors into `wanted`, fits the byte budget, and writes if anything changed (unless the
 /// write waits: [`executor_write_wait`]); then publishes the transitions' events and metrics. Returns the
 /// application as stored, and when a write that waits is due.
-pub async fn write_status(
+pub(crate) async fn write_status(
     ctx: &Ctx,
     api: &Api<SparkApplication>,
     app: &Arc<SparkApplication>,

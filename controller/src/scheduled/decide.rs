@@ -23,7 +23,7 @@ use super::cron;
 
 /// Where a run stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RunState {
+pub(crate) enum RunState {
     Active,
     Completed,
     Failed,
@@ -31,7 +31,7 @@ pub enum RunState {
 
 /// One SparkApplication the schedule created (labelled with its name, owned by it).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Run {
+pub(crate) struct Run {
     pub name: String,
     pub created: Timestamp,
     pub state: RunState,
@@ -62,7 +62,7 @@ impl Precision {
 }
 
 /// What the reconcile read.
-pub struct Observed<'a> {
+pub(crate) struct Observed<'a> {
     pub name: &'a str,
     pub spec: &'a ScheduledSparkApplicationSpec,
     pub status: &'a ScheduledSparkApplicationStatus,
@@ -73,7 +73,7 @@ pub struct Observed<'a> {
 
 /// Something worth an Event.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Happened {
+pub(crate) enum Happened {
     /// The schedule or zone cannot be read (the reason).
     FailedValidation(String),
     /// Valid again, or for the first time.
@@ -93,7 +93,7 @@ pub enum Happened {
 
 /// What to do, in order: delete, create, write the status, come back after `requeue`.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Decision {
+pub(crate) struct Decision {
     pub status: ScheduledSparkApplicationStatus,
     /// Runs to delete (replaced or beyond the history limits).
     pub delete: Vec<String>,
@@ -104,7 +104,7 @@ pub struct Decision {
 }
 
 /// The decision for one reconcile.
-pub fn decide(observed: &Observed<'_>) -> Decision {
+pub(crate) fn decide(observed: &Observed<'_>) -> Decision {
     let Observed {
         name,
         spec,

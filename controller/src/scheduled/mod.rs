@@ -3,6 +3,6 @@
 //! status); [`run`] is the controller that reads, acts and writes for them while the replica leads.
 
 /// The schedules' parser lives in the api crate, where validation uses it too.
-pub use spark_operator_api::cron;
-pub mod decide;
-pub mod run;
+pub(crate) use spark_operator_api::cron;
+pub(crate) mod decide;
+pub(crate) mod run;

@@ -28,7 +28,7 @@ use crate::status::events::Events;
 
 /// A reconcile that failed; retried after [`RETRY`].
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     #[error("listing the runs of {name}: {reason}")]
     ListRuns { name: String, reason: String },
     #[error("deleting the run {run} of {name}: {reason}")]
@@ -42,7 +42,7 @@ pub enum Error {
 const RETRY: Duration = Duration::from_secs(5);
 
 /// What every reconcile shares.
-pub struct Ctx {
+pub(crate) struct Ctx {
     pub client: kube::Client,
     pub events: Events,
     pub precision: Precision,
@@ -51,7 +51,7 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    pub fn new(
+    pub(crate) fn new(
         client: kube::Client,
         reporter: &str,
         identity: &str,
@@ -71,7 +71,7 @@ impl Ctx {
 /// Reconciles the ScheduledSparkApplications `schedules` lists (and re-reconciles one when a run of it
 /// changes) until `stop`. Watched leniently: one schedule that does not decode is marked, never stalls
 /// the watch of the others.
-pub async fn run(
+pub(crate) async fn run(
     schedules: Api<WatchedSchedule>,
     runs: Api<SparkApplication>,
     ctx: Arc<Ctx>,
@@ -257,7 +257,7 @@ async fn act(ctx: &Ctx, schedule: &ScheduledSparkApplication, decision: &Decisio
 
 /// A run as Kubeflow makes it: the template's spec, the schedule's labels and its name as a label, owned
 /// (not controlled) by the schedule so deleting the schedule deletes its runs.
-pub fn run_application(schedule: &ScheduledSparkApplication, run: &str) -> SparkApplication {
+pub(crate) fn run_application(schedule: &ScheduledSparkApplication, run: &str) -> SparkApplication {
     let mut app = SparkApplication::new(run, schedule.spec.template.clone());
     app.metadata.namespace = schedule.namespace();
     let mut labels = schedule.labels().clone();

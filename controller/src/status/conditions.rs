@@ -3,14 +3,14 @@
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-pub use spark_operator_api::status::condition_types::{COMPLETE, FAILED, RUNNING, SUBMITTED};
+pub(crate) use spark_operator_api::status::condition_types::{COMPLETE, FAILED, RUNNING, SUBMITTED};
 
 /// Reason of the Submitted condition while a submission is claimed but its driver pod not yet confirmed:
 /// the marker that makes a restarted controller finish that same submission instead of starting another.
-pub const REASON_SUBMITTING: &str = "Submitting";
+pub(crate) const REASON_SUBMITTING: &str = "Submitting";
 
 /// Sets a condition; `lastTransitionTime` moves only when the status (True/False) changes.
-pub fn set(
+pub(crate) fn set(
     conditions: &mut Vec<Condition>,
     type_: &str,
     status: bool,
@@ -44,12 +44,12 @@ pub fn set(
 }
 
 /// Removes a condition.
-pub fn remove(conditions: &mut Vec<Condition>, type_: &str) {
+pub(crate) fn remove(conditions: &mut Vec<Condition>, type_: &str) {
     conditions.retain(|c| c.type_ != type_);
 }
 
 /// The condition of a type.
-pub fn get<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
+pub(crate) fn get<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
     conditions.iter().find(|c| c.type_ == type_)
 }
 

@@ -36,12 +36,12 @@ const MAX_NOTE_BYTES: usize = 1000;
 
 /// Publishes the application's Events.
 #[derive(Clone)]
-pub struct Events {
+pub(crate) struct Events {
     recorder: Recorder,
 }
 
 impl Events {
-    pub fn new(client: kube::Client, controller: &str, instance: &str) -> Self {
+    pub(crate) fn new(client: kube::Client, controller: &str, instance: &str) -> Self {
         let reporter = Reporter {
             controller: controller.to_owned(),
             instance: Some(instance.to_owned()),
@@ -53,12 +53,12 @@ impl Events {
 
     /// A Warning about an object the controller could not handle (an unreadable application, a reconcile
     /// that panicked), addressed by its reference alone: such an object may not even decode.
-    pub async fn warning(&self, reference: &ObjectReference, reason: &str, note: &str) {
+    pub(crate) async fn warning(&self, reference: &ObjectReference, reason: &str, note: &str) {
         self.publish(reference, true, reason, note, "Reconcile").await;
     }
 
     /// One Event per transition: reason as Kubeflow names it, the note saying what happened.
-    pub async fn transition(&self, app: &SparkApplication, transition: &Transition) {
+    pub(crate) async fn transition(&self, app: &SparkApplication, transition: &Transition) {
         let note = format!("{} → {}: {}", show(transition.from), transition.to, transition.message);
         let action = action(transition.to);
         self.publish(
@@ -72,7 +72,7 @@ impl Events {
     }
 
     /// One Event per noticed condition change (waiting for capacity, starved executors).
-    pub async fn notice(&self, app: &SparkApplication, notice: &Notice) {
+    pub(crate) async fn notice(&self, app: &SparkApplication, notice: &Notice) {
         self.publish(
             &app.object_ref(&()),
             notice.warning,
@@ -84,7 +84,14 @@ impl Events {
     }
 
     /// Publishes one Event about `reference`, its note cut to the API's limit; a failure is logged.
-    pub async fn publish(&self, reference: &ObjectReference, warning: bool, reason: &str, note: &str, action: &str) {
+    pub(crate) async fn publish(
+        &self,
+        reference: &ObjectReference,
+        warning: bool,
+        reason: &str,
+        note: &str,
+        action: &str,
+    ) {
         let event = Event {
             type_: if warning { EventType::Warning } else { EventType::Normal },
             reason: reason.to_owned(),

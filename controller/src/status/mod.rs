@@ -6,7 +6,7 @@
 //! - [`events`]: Kubernetes Events for transitions and noticed condition changes;
 //! - [`text`]: free text cut to a byte bound on a character boundary.
 
-pub mod conditions;
-pub mod events;
-pub mod text;
-pub mod write;
+pub(crate) mod conditions;
+pub(crate) mod events;
+pub(crate) mod text;
+pub(crate) mod write;

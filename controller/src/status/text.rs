@@ -2,7 +2,7 @@
 //! start, log tails keep their end.
 
 /// Cuts `text` to at most `max` bytes on a character boundary.
-pub fn truncate_utf8(text: &str, max: usize) -> String {
+pub(crate) fn truncate_utf8(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_owned();
     }
@@ -14,7 +14,7 @@ pub fn truncate_utf8(text: &str, max: usize) -> String {
 }
 
 /// The last `max` bytes of `text`, starting on a character boundary: a log's tail is its end.
-pub fn tail_utf8(text: &str, max: usize) -> String {
+pub(crate) fn tail_utf8(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_owned();
     }

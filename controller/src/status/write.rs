@@ -17,7 +17,7 @@ use spark_operator_api::status::SparkApplicationStatus;
 use crate::status::text::truncate_utf8;
 
 /// Field manager of the controller's writes.
-pub const FIELD_MANAGER: &str = "spark-operator";
+pub(crate) const FIELD_MANAGER: &str = "spark-operator";
 
 /// Longest free-text field kept once the budget is tight.
 const TIGHT_TEXT_BYTES: usize = 1024;
@@ -28,13 +28,13 @@ const TIGHT_FAILURE_BYTES: usize = 256;
 /// executor terminations node agents report between two of its writes (the receiver refuses a report
 /// that would exceed the whole budget, and the controller folds and clears them at its next write).
 /// Without it a status kept at its budget by executor churn would refuse every report.
-pub fn budget_for_controller(budget: usize) -> usize {
+pub(crate) fn budget_for_controller(budget: usize) -> usize {
     budget - budget / 8
 }
 
 /// What fitting a status into its budget did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Fit {
+pub(crate) struct Fit {
     pub bytes: usize,
     pub dropped_executors: usize,
     pub dropped_failures: usize,
@@ -42,7 +42,7 @@ pub struct Fit {
 }
 
 /// The status's size as written (JSON).
-pub fn size(status: &SparkApplicationStatus) -> usize {
+pub(crate) fn size(status: &SparkApplicationStatus) -> usize {
     let mut counted = ByteCount(0);
     serde_json::to_writer(&mut counted, status).map_or(usize::MAX, |()| counted.0)
 }
@@ -83,7 +83,7 @@ impl std::io::Write for SameAs<'_> {
 }
 
 /// Shrinks `status` until it serializes to at most `budget` bytes (see the module docs for the order).
-pub fn fit_to_budget(status: &mut SparkApplicationStatus, budget: usize) -> Fit {
+pub(crate) fn fit_to_budget(status: &mut SparkApplicationStatus, budget: usize) -> Fit {
     let mut fit = Fit {
         bytes: size(status),
         ..Fit::default()
@@ -176,7 +176,7 @@ fn truncate_text(status: &mut SparkApplicationStatus) {
 
 /// Why a status write failed.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     #[error("the application {name} changed since it was read (conflict)")]
     Conflict { name: String },
     #[error("writing the status of {name}")]
@@ -194,7 +194,7 @@ pub enum Error {
 }
 
 /// True when the stored status already says this (compared as written, with timestamps in seconds).
-pub fn unchanged(stored: Option<&SparkApplicationStatus>, wanted: &SparkApplicationStatus) -> bool {
+pub(crate) fn unchanged(stored: Option<&SparkApplicationStatus>, wanted: &SparkApplicationStatus) -> bool {
     match stored {
         // Every timestamp the controller writes has second precision, so equal values are equal JSON.
         Some(stored) if stored == wanted => true,
@@ -223,7 +223,7 @@ pub fn unchanged(stored: Option<&SparkApplicationStatus>, wanted: &SparkApplicat
 /// and turning both whole into `Value` trees was a large share of the controller's CPU under churn.
 /// Our types serialize canonically (fields in declaration order, maps sorted, no floats), so equal text
 /// is equal JSON.
-pub fn merge_diff<T: serde::Serialize>(
+pub(crate) fn merge_diff<T: serde::Serialize>(
     old: Option<&T>,
     new: &T,
 ) -> Result<Option<serde_json::Value>, serde_json::Error> {
@@ -264,7 +264,7 @@ fn text_merge_diff(old: &str, new: &str) -> Result<Option<serde_json::Value>, se
 /// Writes the status as a merge patch of the changes from `stored`, only if the application is still
 /// at `resource_version` (the version `stored` was read at): a 409 becomes [`Error::Conflict`]. Being
 /// conditional, the diff is exact, and a decision made on a stale cache never overwrites newer status.
-pub async fn write(
+pub(crate) async fn write(
     api: &Api<SparkApplication>,
     name: &str,
     stored: Option<&SparkApplicationStatus>,
