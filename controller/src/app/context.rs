@@ -19,7 +19,7 @@ use crate::submission::SubmissionOptions;
 
 /// Settings of the reconciler, resolved from the flags.
 #[derive(Clone, Debug)]
-pub struct Settings {
+pub(crate) struct Settings {
     pub timing: Timing,
     pub limits: Limits,
     pub status_byte_budget: usize,
@@ -34,7 +34,7 @@ pub struct Settings {
 }
 
 impl Settings {
-    pub fn from_args(args: &ControllerArgs, spark_master_url: String) -> Self {
+    pub(crate) fn from_args(args: &ControllerArgs, spark_master_url: String) -> Self {
         Self {
             timing: args.timing(),
             limits: Limits {

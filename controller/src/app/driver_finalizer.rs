@@ -17,7 +17,7 @@ use spark_operator_api::labels::{FINALIZER_DRIVER_PROTECTION, LABEL_LAUNCHED_BY_
 use crate::app::observe::DriverPod;
 
 /// Whether the finalizer must stay on a driver pod, given the application's *persisted* status.
-pub fn keep(pod: &DriverPod, app: Option<&SparkApplication>) -> bool {
+pub(crate) fn keep(pod: &DriverPod, app: Option<&SparkApplication>) -> bool {
     let Some(app) = app else { return false };
     if app.metadata.deletion_timestamp.is_some() {
         return false;
@@ -51,7 +51,7 @@ pub enum Error {
 
 /// Removes our finalizer from a pod, leaving any other finalizer; conditional on the pod's
 /// resourceVersion, retried on conflict. A pod already gone is fine.
-pub async fn release(client: &kube::Client, pod: &SparkPod) -> Result<bool, Error> {
+pub(crate) async fn release(client: &kube::Client, pod: &SparkPod) -> Result<bool, Error> {
     let namespace = pod.metadata.namespace.clone().unwrap_or_default();
     let name = pod.metadata.name.clone().unwrap_or_default();
     let api: Api<SparkPod> = Api::namespaced(client.clone(), &namespace);

@@ -137,7 +137,7 @@ impl IdSet {
 
 /// Limits of what the status lists.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limits {
+pub(crate) struct Limits {
     pub max_tracked: usize,
     pub max_failures: usize,
 }

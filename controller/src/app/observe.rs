@@ -14,17 +14,17 @@ use crate::pod::{ContainerStatus, SparkPod};
 use crate::status::text::truncate_utf8;
 
 /// Container waiting reasons that mean the driver cannot start without someone fixing something.
-pub const STUCK_WAITING_REASONS: [&str; 4] = [
+pub(crate) const STUCK_WAITING_REASONS: [&str; 4] = [
     "ImagePullBackOff",
     "ErrImagePull",
     "CreateContainerConfigError",
     "InvalidImageName",
 ];
 /// The PodScheduled condition reason of a pod no node can take.
-pub const UNSCHEDULABLE: &str = "Unschedulable";
+pub(crate) const UNSCHEDULABLE: &str = "Unschedulable";
 /// Ours: a pending pod no scheduler has placed or said anything about (no PodScheduled condition): the
 /// scheduler it names is not running (Kubeflow's YuniKorn pods on a cluster without YuniKorn).
-pub const NOT_SCHEDULED: &str = "NotScheduled";
+pub(crate) const NOT_SCHEDULED: &str = "NotScheduled";
 
 /// Why a pod has not started yet: something that needs a human, or room the cluster does not have yet.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,7 +50,7 @@ pub struct StartProblem {
 /// Volcano words it its own way: "0/3 nodes are unavailable: 3 Insufficient cpu." (one reason per node),
 /// and for a gang still waiting to be admitted "pod group is not ready, ... Origin reason is <pod>: <fit
 /// error>" (a group waits for room unless its origin says otherwise).
-pub fn waits_for_capacity(message: &str) -> bool {
+pub(crate) fn waits_for_capacity(message: &str) -> bool {
     if let Some(rest) = message.trim_start().strip_prefix("pod group is not ready") {
         return match rest.split_once("Origin reason is ") {
             Some((_, origin)) => origin.split_once(": ").is_none_or(|(_, fit)| waits_for_capacity(fit)),
@@ -136,17 +136,17 @@ pub struct DriverPod {
 }
 
 /// Reads a Spark pod's role from its `spark-role` label.
-pub fn spark_role(pod: &SparkPod) -> Option<SparkRole> {
+pub(crate) fn spark_role(pod: &SparkPod) -> Option<SparkRole> {
     label(pod, LABEL_SPARK_ROLE).and_then(SparkRole::parse)
 }
 
 /// The SparkApplication a pod belongs to (its `app-name` label).
-pub fn app_name(pod: &SparkPod) -> Option<&str> {
+pub(crate) fn app_name(pod: &SparkPod) -> Option<&str> {
     label(pod, LABEL_APP_NAME)
 }
 
 /// The submission that made a pod (its `submission-id` label).
-pub fn submission_id(pod: &SparkPod) -> Option<&str> {
+pub(crate) fn submission_id(pod: &SparkPod) -> Option<&str> {
     label(pod, LABEL_SUBMISSION_ID)
 }
 
@@ -296,7 +296,7 @@ fn placed(pod: &SparkPod) -> bool {
 
 /// The facts about an executor pod.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ExecutorPod {
+pub(crate) struct ExecutorPod {
     pub name: String,
     pub executor_id: Option<i64>,
     pub submission_id: Option<String>,
@@ -324,7 +324,7 @@ fn capacity_wait_since(pod: &SparkPod) -> Option<Timestamp> {
 }
 
 /// The facts about an executor pod, or None when the pod is not an executor.
-pub fn executor_pod(pod: &SparkPod) -> Option<ExecutorPod> {
+pub(crate) fn executor_pod(pod: &SparkPod) -> Option<ExecutorPod> {
     if spark_role(pod) != Some(SparkRole::Executor) {
         return None;
     }

@@ -31,7 +31,7 @@ use crate::submission::{
 
 /// What became of a submission.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Submitted {
+pub(crate) enum Submitted {
     /// Done, one way or the other; with what `status.driverInfo` records of the UI Service and Ingress
     /// (empty unless the submission went through and the operator makes them).
     Done(SubmitOutcome, WebUiStatus),
@@ -48,7 +48,7 @@ impl Submitted {
 
 /// A transient failure: the reconcile is retried and the same submission resumed.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     #[error("creating {kind} {namespace}/{name}")]
     Create {
         kind: &'static str,
@@ -83,7 +83,7 @@ pub enum Error {
 
 /// Spark's random ids for a submission, derived from its id and time so a resumed submission builds
 /// the same objects.
-pub fn submission_ids(submission_id: &str, submit_time: jiff::Timestamp) -> SubmissionIds {
+pub(crate) fn submission_ids(submission_id: &str, submit_time: jiff::Timestamp) -> SubmissionIds {
     let digest = |salt: &str| md5::compute(format!("{submission_id}/{salt}")).0;
     let unique = digest("unique");
     let part = |i: usize| [unique[3 * i], unique[3 * i + 1], unique[3 * i + 2]];
@@ -114,7 +114,7 @@ pub fn objects(input: &SubmissionInput<'_>) -> Result<Submission, SubmissionErro
 }
 
 /// Creates (or adopts) the objects of `submission_id`, recorded in `app`'s status at `submit_time`.
-pub async fn submit(
+pub(crate) async fn submit(
     client: &kube::Client,
     settings: &Settings,
     app: &SparkApplication,
@@ -275,7 +275,7 @@ async fn application_objects(
 }
 
 /// Deletes the driver PodDisruptionBudget `name`, if there is one.
-pub async fn delete_driver_pdb(client: &kube::Client, namespace: &str, name: &str) -> Result<(), Error> {
+pub(crate) async fn delete_driver_pdb(client: &kube::Client, namespace: &str, name: &str) -> Result<(), Error> {
     let api: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), namespace);
     delete_if_present(&api, "PodDisruptionBudget", namespace, name).await
 }
@@ -327,7 +327,7 @@ async fn create_pod_group(client: &kube::Client, namespace: &str, group: &PodGro
 
 /// Deletes the application's PodGroup once it has ended (Kubeflow's batch-scheduler `Cleanup`); gone
 /// already is fine. Its ownerReference removes it with the application in any case.
-pub async fn delete_pod_group(
+pub(crate) async fn delete_pod_group(
     client: &kube::Client,
     namespace: &str,
     resource: &kube::api::ApiResource,

@@ -30,14 +30,14 @@ const MAX_REASON_BYTES: usize = 256;
 
 /// Whose end a report is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Whose {
+pub(crate) enum Whose {
     Driver,
     Executor,
 }
 
 /// A report that passed validation: where it belongs, and the record it makes.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Report {
+pub(crate) struct Report {
     pub namespace: String,
     pub app: String,
     pub submission_id: String,
@@ -54,7 +54,7 @@ pub struct Report {
 
 /// What applying a report did.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Applied {
+pub(crate) enum Applied {
     /// The status now records the report: write it, then answer OK.
     Changed,
     /// The status already recorded it (a replay): answer OK without a write. Says what recorded it.
@@ -66,7 +66,7 @@ pub enum Applied {
 }
 
 /// Checks a report off the wire; the error names the field and what is wrong with it.
-pub fn validate(report: Option<&TerminationReport>) -> Result<Report, String> {
+pub(crate) fn validate(report: Option<&TerminationReport>) -> Result<Report, String> {
     let report = report.ok_or("report is missing from the request")?;
     dns_label("namespace", &report.namespace)?;
     dns_subdomain("app_name", &report.app_name)?;
@@ -189,7 +189,7 @@ fn kubernetes_name(field: &str, value: &str, problem: Option<String>) -> Result<
 
 /// Records `report` in `status` (of the application the report names), within `budget` bytes. The status
 /// is changed only when the result is [`Applied::Changed`].
-pub fn apply(status: &mut SparkApplicationStatus, report: &Report, budget: usize) -> Applied {
+pub(crate) fn apply(status: &mut SparkApplicationStatus, report: &Report, budget: usize) -> Applied {
     if status.submission_id != report.submission_id {
         return Applied::Discard(format!(
             "superseded: the report is of submission {}, the application's current submission is {}",

@@ -34,7 +34,7 @@ const MAX_TOKEN_BYTES: usize = 16 * 1024;
 
 /// Why a stream of reports is refused.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     #[error(
         "no bearer token: the agent must send its ServiceAccount token as `authorization: Bearer <token>` metadata"
     )]
@@ -61,7 +61,7 @@ pub enum Error {
 impl Error {
     /// The gRPC status the agent gets: who it is not (Unauthenticated), what it may not do
     /// (PermissionDenied), or that nobody could tell now (Unavailable: the agent retries).
-    pub fn status(&self) -> Status {
+    pub(crate) fn status(&self) -> Status {
         let code = match self {
             Error::MissingToken
             | Error::MalformedToken
@@ -108,7 +108,7 @@ impl Entry {
 }
 
 /// Checks agents' tokens.
-pub struct Authenticator {
+pub(crate) struct Authenticator {
     reviews: Api<TokenReview>,
     audience: String,
     /// `system:serviceaccount:NS:NAME` of each accepted ServiceAccount.
@@ -127,7 +127,7 @@ impl std::fmt::Debug for Authenticator {
 }
 
 impl Authenticator {
-    pub fn new(client: kube::Client, audience: &str, accepted: &[ServiceAccount]) -> Self {
+    pub(crate) fn new(client: kube::Client, audience: &str, accepted: &[ServiceAccount]) -> Self {
         Self {
             reviews: Api::all(client),
             audience: audience.to_owned(),
@@ -139,7 +139,7 @@ impl Authenticator {
 
     /// The agent's user name (`system:serviceaccount:NS:NAME`) if the request's token is an accepted
     /// agent's.
-    pub async fn authenticate(&self, metadata: &MetadataMap) -> Result<String, Error> {
+    pub(crate) async fn authenticate(&self, metadata: &MetadataMap) -> Result<String, Error> {
         let token = bearer(metadata)?;
         let now = Instant::now();
         if let Some(entry) = self.lock().get(token).filter(|e| e.fresh(now)) {
@@ -228,8 +228,9 @@ impl Authenticator {
         cache.insert(token.to_owned(), entry);
     }
 
+    #[cfg(test)]
     /// Tokens cached now (for tests).
-    pub fn cached_tokens(&self) -> usize {
+    pub(crate) fn cached_tokens(&self) -> usize {
         self.lock().len()
     }
 }

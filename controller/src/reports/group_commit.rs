@@ -11,7 +11,7 @@ use std::sync::{Mutex, PoisonError};
 use tokio::sync::oneshot;
 
 /// Items waiting for the next write, and the turn to write them.
-pub struct GroupCommit<T, O> {
+pub(crate) struct GroupCommit<T, O> {
     waiting: Mutex<Vec<(T, oneshot::Sender<O>)>>,
     turn: tokio::sync::Mutex<()>,
 }
@@ -29,7 +29,7 @@ impl<T, O> GroupCommit<T, O> {
     /// Queues `item` and returns its answer from the write that took it: this caller's `write` (given
     /// every item waiting, answering each in order) when it gets the turn first, another caller's
     /// otherwise. `None` when the write that took it was dropped or answered fewer items than it took.
-    pub async fn submit<W, F>(&self, item: T, write: W) -> Option<O>
+    pub(crate) async fn submit<W, F>(&self, item: T, write: W) -> Option<O>
     where
         W: FnOnce(Vec<T>) -> F,
         F: Future<Output = Vec<O>>,

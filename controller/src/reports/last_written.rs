@@ -14,11 +14,11 @@ use std::collections::VecDeque;
 use spark_operator_api::SparkApplication;
 
 /// Copies kept at most: enough for the applications whose executors churn at once on a replica.
-pub const CAPACITY: usize = 32;
+pub(crate) const CAPACITY: usize = 32;
 
 /// The last written copies, least recently written first.
 #[derive(Debug)]
-pub struct LastWritten {
+pub(crate) struct LastWritten {
     capacity: usize,
     copies: VecDeque<((String, String), SparkApplication)>,
 }
@@ -30,7 +30,7 @@ impl Default for LastWritten {
 }
 
 impl LastWritten {
-    pub fn with_capacity(capacity: usize) -> Self {
+    pub(crate) fn with_capacity(capacity: usize) -> Self {
         Self {
             capacity,
             copies: VecDeque::new(),
@@ -38,7 +38,7 @@ impl LastWritten {
     }
 
     /// Takes the copy of `namespace/name` out (the write that uses it puts back what it writes).
-    pub fn take(&mut self, namespace: &str, name: &str) -> Option<SparkApplication> {
+    pub(crate) fn take(&mut self, namespace: &str, name: &str) -> Option<SparkApplication> {
         let at = self
             .copies
             .iter()
@@ -47,7 +47,7 @@ impl LastWritten {
     }
 
     /// Keeps `app` as written last, dropping the least recently written copy beyond the bound.
-    pub fn put(&mut self, namespace: &str, name: &str, app: SparkApplication) {
+    pub(crate) fn put(&mut self, namespace: &str, name: &str, app: SparkApplication) {
         let _ = self.take(namespace, name);
         if self.capacity == 0 {
             return;
@@ -58,11 +58,13 @@ impl LastWritten {
         self.copies.push_back(((namespace.to_owned(), name.to_owned()), app));
     }
 
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.copies.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
         self.copies.is_empty()
     }
 }

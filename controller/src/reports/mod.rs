@@ -17,18 +17,18 @@
 //! counts (`app::executors`), and the state machine finishes a run from a driver report even while the
 //! driver pod shows nothing (`app::state`).
 
-pub mod apply;
-pub mod auth;
-pub mod group_commit;
-pub mod last_written;
-pub mod server;
+pub(crate) mod apply;
+pub(crate) mod auth;
+pub(crate) mod group_commit;
+pub(crate) mod last_written;
+pub(crate) mod server;
 
 use spark_operator_runtime::args::{Listen, parse_listen};
 
 pub use server::{Error, Serving, serve, start};
 
 /// Where the receiver listens by default. Not the webhook's 9443: both run in `spark-operator operator`.
-pub const DEFAULT_ADDRESS: &str = "0.0.0.0:9444";
+pub(crate) const DEFAULT_ADDRESS: &str = "0.0.0.0:9444";
 
 /// The receiver's flags. Every flag is also an environment variable of the subcommand that composes it
 /// (`SPARK_OPERATOR_<SUBCOMMAND>_<FLAG>`, derived in the binary's `cli.rs`).
@@ -75,7 +75,7 @@ pub struct ServiceAccount {
 
 impl ServiceAccount {
     /// The user name a TokenReview gives its tokens: `system:serviceaccount:NAMESPACE:NAME`.
-    pub fn username(&self) -> String {
+    pub(crate) fn username(&self) -> String {
         format!("system:serviceaccount:{}:{}", self.namespace, self.name)
     }
 }

@@ -249,7 +249,7 @@ async fn accept(listener: TcpListener, tls: TlsAcceptor, connections: mpsc::Send
 
 /// The remote address of a report connection (in each request's extensions).
 #[derive(Clone, Copy, Debug)]
-pub struct Peer(pub SocketAddr);
+pub(crate) struct Peer(pub SocketAddr);
 
 /// One agent connection: its TLS session, and its slot among [`MAX_CONNECTIONS`].
 struct TlsConnection {

@@ -197,33 +197,33 @@ impl Decision {
 
 /// Event reasons, Kubeflow's names where it has one.
 pub mod reasons {
-    pub const SUBMITTED: &str = "SparkApplicationSubmitted";
-    pub const SUBMISSION_FAILED: &str = "SparkApplicationSubmissionFailed";
-    pub const RUNNING: &str = "SparkDriverRunning";
-    pub const PENDING: &str = "SparkDriverPending";
-    pub const DRIVER_UNKNOWN: &str = "SparkDriverUnknown";
-    pub const DRIVER_COMPLETED: &str = "SparkDriverCompleted";
-    pub const DRIVER_FAILED: &str = "SparkDriverFailed";
-    pub const DRIVER_NOT_FOUND: &str = "SparkDriverNotFound";
-    pub const DRIVER_START_TIMEOUT: &str = "SparkDriverStartTimeout";
-    pub const COMPLETED: &str = "SparkApplicationCompleted";
-    pub const FAILED: &str = "SparkApplicationFailed";
-    pub const PENDING_RERUN: &str = "SparkApplicationPendingRerun";
-    pub const INVALIDATING: &str = "SparkApplicationSpecUpdated";
-    pub const SUSPENDING: &str = "SparkApplicationSuspending";
-    pub const SUSPENDED: &str = "SparkApplicationSuspended";
-    pub const RESUMING: &str = "SparkApplicationResuming";
-    pub const INVALID: &str = "SparkApplicationInvalid";
+    pub(crate) const SUBMITTED: &str = "SparkApplicationSubmitted";
+    pub(crate) const SUBMISSION_FAILED: &str = "SparkApplicationSubmissionFailed";
+    pub(crate) const RUNNING: &str = "SparkDriverRunning";
+    pub(crate) const PENDING: &str = "SparkDriverPending";
+    pub(crate) const DRIVER_UNKNOWN: &str = "SparkDriverUnknown";
+    pub(crate) const DRIVER_COMPLETED: &str = "SparkDriverCompleted";
+    pub(crate) const DRIVER_FAILED: &str = "SparkDriverFailed";
+    pub(crate) const DRIVER_NOT_FOUND: &str = "SparkDriverNotFound";
+    pub(crate) const DRIVER_START_TIMEOUT: &str = "SparkDriverStartTimeout";
+    pub(crate) const COMPLETED: &str = "SparkApplicationCompleted";
+    pub(crate) const FAILED: &str = "SparkApplicationFailed";
+    pub(crate) const PENDING_RERUN: &str = "SparkApplicationPendingRerun";
+    pub(crate) const INVALIDATING: &str = "SparkApplicationSpecUpdated";
+    pub(crate) const SUSPENDING: &str = "SparkApplicationSuspending";
+    pub(crate) const SUSPENDED: &str = "SparkApplicationSuspended";
+    pub(crate) const RESUMING: &str = "SparkApplicationResuming";
+    pub(crate) const INVALID: &str = "SparkApplicationInvalid";
     /// The driver waits for room on a node (condition DriverScheduled=False).
-    pub const WAITING_FOR_CAPACITY: &str = "WaitingForCapacity";
+    pub(crate) const WAITING_FOR_CAPACITY: &str = "WaitingForCapacity";
     /// The driver was placed on a node after waiting (condition DriverScheduled=True).
-    pub const DRIVER_SCHEDULED: &str = "DriverScheduled";
+    pub(crate) const DRIVER_SCHEDULED: &str = "DriverScheduled";
     /// A driver no node can take (condition DriverScheduled=False).
-    pub const UNSCHEDULABLE: &str = "Unschedulable";
+    pub(crate) const UNSCHEDULABLE: &str = "Unschedulable";
     /// Executors of a running driver waited for room past the threshold (condition ExecutorsStarved=True).
-    pub const EXECUTORS_STARVED: &str = "ExecutorsStarved";
+    pub(crate) const EXECUTORS_STARVED: &str = "ExecutorsStarved";
     /// Executors stopped waiting for room (condition ExecutorsStarved=False).
-    pub const EXECUTORS_FED: &str = "ExecutorsScheduled";
+    pub(crate) const EXECUTORS_FED: &str = "ExecutorsScheduled";
 }
 
 /// Hash of the parts of the spec whose change reruns the application: everything but `suspend` and
@@ -237,7 +237,7 @@ pub fn spec_hash(app: &SparkApplication) -> String {
 }
 
 /// The driver pod's name for the application.
-pub fn driver_pod_name(app: &SparkApplication) -> String {
+pub(crate) fn driver_pod_name(app: &SparkApplication) -> String {
     spark_operator_api::naming::driver_pod_name(
         app.metadata.name.as_deref().unwrap_or_default(),
         app.spec.driver.pod_name.as_deref(),
@@ -246,7 +246,7 @@ pub fn driver_pod_name(app: &SparkApplication) -> String {
 }
 
 /// The submission claimed but not yet confirmed, if any.
-pub fn submission_in_flight(status: &SparkApplicationStatus) -> Option<&str> {
+pub(crate) fn submission_in_flight(status: &SparkApplicationStatus) -> Option<&str> {
     let claimed = conditions::get(&status.conditions, conditions::SUBMITTED)
         .is_some_and(|c| c.status == "False" && c.reason == conditions::REASON_SUBMITTING);
     (claimed && !status.submission_id.is_empty()).then_some(status.submission_id.as_str())
@@ -399,7 +399,7 @@ fn claim_submission(input: &Input<'_>, d: &mut Decision) {
 
 /// How creating the driver's objects went.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum SubmitOutcome {
+pub(crate) enum SubmitOutcome {
     /// The driver pod was created.
     Created,
     /// A driver pod of this very submission already existed (a restart or leader change).
@@ -410,7 +410,7 @@ pub enum SubmitOutcome {
 }
 
 /// The status after the submission's objects were created, or not.
-pub fn after_submit(
+pub(crate) fn after_submit(
     app: &SparkApplication,
     status: &SparkApplicationStatus,
     outcome: &SubmitOutcome,
