@@ -5,6 +5,8 @@
 //! - [`config`]: the agent's flags.
 //! - [`cri`]: watching the runtime over CRI: events, relists, merge by container id, OOM settling, the
 //!   polling fallback.
+//! - [`identity`]: which containers are Spark's, and whose, from the labels kubelet copies onto the sandbox.
+//! - [`cri_log`]: the CRI log format under `/var/log/pods`, read back into lines.
 //! - [`report`]: a Spark container's end as a `TerminationReport` (pure, plus the file reads it needs).
 //! - [`reported`]: the containers whose end was captured, so a restarted agent does not report them again.
 //! - [`spool`]: reports on disk until acknowledged: checksummed, sequenced records, fsynced before a report

@@ -5,8 +5,12 @@
 //! - [`state`]: application, driver and executor states and their predicates.
 //! - [`labels`]: label, annotation and finalizer names shared with Kubeflow and Spark.
 //! - [`naming`]: names of every derived object, as Spark and Kubeflow make them.
-//! - [`defaults`]: the defaults the webhook applies.
-//! - [`validation`]: every problem of an object, with field paths; [`ownership`] for the check that needs
+//! - [`defaults`]: the defaults the webhook applies; [`decoration`]: the one pure, idempotent `(pod, app) → pod`
+//!   the controller (drivers) and the webhook (executors) both apply.
+//! - [`batch_scheduler`]: which batch scheduler an application names, and the marks its pods carry.
+//! - [`cron`]: schedules as Kubeflow reads them (robfig/cron), for validation and the controller alike.
+//! - [`validation`]: every problem of an object, with field paths ([`field`]: the paths, errors and warnings;
+//!   the Kubernetes name rules live in one place, `validation::names`); [`ownership`] for the check that needs
 //!   API lookups; [`manifest`] for raw manifests (structure, unknown fields, decoding, validation).
 //! - [`quantity`], [`spark_version`]: Spark memory strings, Kubernetes quantities, Spark versions.
 //! - [`crd`]: the CustomResourceDefinitions; [`bounds`]: the bounds of user-set values they share with
