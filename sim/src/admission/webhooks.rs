@@ -67,7 +67,7 @@ impl AdmissionPlugin for WebhookAdmission {
         Box::pin(self.run_mutating(request))
     }
 
-    fn validate<'a>(&'a self, request: &'a AdmissionRequest) -> BoxFuture<'a, Result<(), ApiError>> {
+    fn validate_with_warnings<'a>(&'a self, request: &'a mut AdmissionRequest) -> BoxFuture<'a, Result<(), ApiError>> {
         Box::pin(self.run_validating(request))
     }
 }
@@ -231,7 +231,10 @@ impl WebhookAdmission {
         Ok(changed)
     }
 
-    async fn run_validating(&self, req: &AdmissionRequest) -> Result<(), ApiError> {
+    /// Calls every matching validating webhook at once. Their warnings are kept whatever their verdicts, in
+    /// the configurations' order, as the apiserver records them (`warning.AddWarning` before the verdict is
+    /// looked at).
+    async fn run_validating(&self, req: &mut AdmissionRequest) -> Result<(), ApiError> {
         if config::exempt(req) {
             return Ok(());
         }
@@ -240,27 +243,35 @@ impl WebhookAdmission {
             return Ok(());
         }
         let versions = self.served_versions(req);
+        let request: &AdmissionRequest = req;
         let mut calls = Vec::new();
         for hook in &hooks {
-            if let Some(inv) = hook.should_call(&self.store, req, &versions)? {
+            if let Some(inv) = hook.should_call(&self.store, request, &versions)? {
                 calls.push(async move {
-                    match self.call(hook, &inv, req, false).await {
-                        Ok(Ok(v)) if v.allowed => Ok(()),
-                        Ok(Ok(v)) => Err(denial(&hook.name, v.status.as_ref())),
-                        Ok(Err(e)) => Err(e),
+                    match self.call(hook, &inv, request, false).await {
+                        Ok(Ok(v)) if v.allowed => (v.warnings, Ok(())),
+                        Ok(Ok(v)) => (v.warnings, Err(denial(&hook.name, v.status.as_ref()))),
+                        Ok(Err(e)) => (Vec::new(), Err(e)),
                         Err(e) if hook.ignore_failures => {
                             tracing::warn!(webhook = %hook.name, error = %e, "failed calling webhook, failing open");
-                            Ok(())
+                            (Vec::new(), Ok(()))
                         }
-                        Err(e) => Err(internal_error(format!("failed calling webhook {:?}: {e}", hook.name))),
+                        Err(e) => (
+                            Vec::new(),
+                            Err(internal_error(format!("failed calling webhook {:?}: {e}", hook.name))),
+                        ),
                     }
                 });
             }
         }
-        for result in futures::future::join_all(calls).await {
-            result?;
+        let mut outcome = Ok(());
+        for (warnings, result) in futures::future::join_all(calls).await {
+            req.warnings.extend(warnings);
+            if outcome.is_ok() {
+                outcome = result;
+            }
         }
-        Ok(())
+        outcome
     }
 
     /// One AdmissionReview round trip. `Err` is a failure to call (subject to `failurePolicy`);
