@@ -36,6 +36,7 @@ pub fn check(request: &Request) -> Checked {
     let context = ValidationContext {
         namespace: request.namespace.as_deref(),
     };
+    let object = &as_written(object);
     let check = match check_manifest(object, &context) {
         Ok(Some(check)) => check,
         Ok(None) => {
@@ -83,6 +84,26 @@ pub fn check(request: &Request) -> Checked {
         lookups: owner_lookups(&metadata, request.namespace.as_deref()),
         pass: false,
     }
+}
+
+/// The object without what the API server itself puts into every object it sends (on create and update
+/// alike): `metadata.managedFields` (its field-ownership records, whose `fieldsV1` keys are no fields of
+/// ours) and `status` (the stored one, on update; a status sent on create is dropped by the API server
+/// before admission). Neither is the user's doing, so neither may be warned about as if it were: only
+/// `spark-operator validate -f`, which reads the user's file, warns about a status written there.
+fn as_written(object: &serde_json::Value) -> std::borrow::Cow<'_, serde_json::Value> {
+    let server_set = object.get("status").is_some() || object.pointer("/metadata/managedFields").is_some();
+    if !server_set {
+        return std::borrow::Cow::Borrowed(object);
+    }
+    let mut object = object.clone();
+    if let Some(fields) = object.as_object_mut() {
+        fields.remove("status");
+    }
+    if let Some(metadata) = object.get_mut("metadata").and_then(serde_json::Value::as_object_mut) {
+        metadata.remove("managedFields");
+    }
+    std::borrow::Cow::Owned(object)
 }
 
 /// The answer, given what looking up each owner found.
@@ -198,6 +219,39 @@ mod tests {
         assert!(answer.allowed());
         assert!(
             answer.warnings.iter().any(|w| w.contains("does not serve")),
+            "{:?}",
+            answer.warnings
+        );
+    }
+
+    /// What kube-apiserver sends on every write: the object with its managedFields, and on update the
+    /// stored status. Neither is the user's doing, so neither is warned about (issue 30, faults 3 and 4);
+    /// what the user wrote still is.
+    #[test]
+    fn fields_the_api_server_sets_are_not_warned_about() {
+        let mut object = app("512m", json!([]));
+        object["metadata"]["managedFields"] = json!([{
+            "manager": "kubectl-client-side-apply", "operation": "Update",
+            "apiVersion": "sparkoperator.k8s.io/v1beta2", "time": "2026-11-29T00:00:00Z",
+            "fieldsType": "FieldsV1", "fieldsV1": { "f:spec": { "f:image": {} } }
+        }]);
+        object["metadata"]["resourceVersion"] = json!("42");
+        object["metadata"]["uid"] = json!("a-1");
+        object["metadata"]["generation"] = json!(2);
+        object["metadata"]["creationTimestamp"] = json!("2026-11-29T00:00:00Z");
+        object["status"] = json!({ "applicationState": { "state": "RUNNING" }, "submissionID": "s-1" });
+        for operation in ["CREATE", "UPDATE"] {
+            let mut update = request(object.clone());
+            update.operation = operation.into();
+            let answer = verdict(check(&update), &[]);
+            assert!(answer.allowed());
+            assert!(answer.warnings.is_empty(), "{operation}: {:?}", answer.warnings);
+        }
+        // A misspelt field the user wrote is still one.
+        object["spec"]["imagee"] = json!("typo");
+        let answer = verdict(check(&request(object)), &[]);
+        assert!(
+            answer.warnings.iter().any(|w| w.starts_with("spec.imagee")),
             "{:?}",
             answer.warnings
         );
