@@ -85,6 +85,12 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    #[error("reading the address of the listener for {purpose}")]
+    Address {
+        purpose: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// A bound listening socket and what it serves.
@@ -110,6 +116,14 @@ impl Listener {
             address: bound,
             purpose,
         })
+    }
+
+    /// A socket bound elsewhere (tests that choose their own addresses).
+    pub fn from_tcp(tcp: TcpListener, purpose: &'static str) -> Result<Self, Error> {
+        let address = tcp
+            .local_addr()
+            .map_err(|source| Error::Address { purpose, source })?;
+        Ok(Self { tcp, address, purpose })
     }
 
     /// The bound address (the port chosen when port 0 was asked for).
