@@ -201,7 +201,10 @@ mod tests {
     /// The start of an answer on a kept-alive connection, or None if nothing came within `within`.
     async fn answer(stream: &mut TcpStream, within: Duration) -> Option<String> {
         let mut buffer = vec![0u8; 4096];
-        let read = tokio::time::timeout(within, stream.read(&mut buffer)).await.ok()?.unwrap();
+        let read = tokio::time::timeout(within, stream.read(&mut buffer))
+            .await
+            .ok()?
+            .unwrap();
         Some(String::from_utf8_lossy(&buffer[..read]).into_owned())
     }
 
@@ -218,7 +221,11 @@ mod tests {
         assert!(answer(&mut first, PATIENCE).await.is_some());
         let mut second = TcpStream::connect(address).await.unwrap();
         second.write_all(healthz).await.unwrap();
-        assert_eq!(answer(&mut second, Duration::from_millis(500)).await, None, "served beyond the limit");
+        assert_eq!(
+            answer(&mut second, Duration::from_millis(500)).await,
+            None,
+            "served beyond the limit"
+        );
         drop(first);
         let late = answer(&mut second, PATIENCE).await.unwrap_or_default();
         assert!(late.starts_with("HTTP/1.1 200"), "{late:?}");
@@ -260,14 +267,22 @@ mod tests {
             .await
             .expect("the drain is bounded")
             .unwrap();
-        assert!(fired.elapsed() >= SHORT.drain, "cut before the drain: {:?}", fired.elapsed());
+        assert!(
+            fired.elapsed() >= SHORT.drain,
+            "cut before the drain: {:?}",
+            fired.elapsed()
+        );
     }
 
     #[tokio::test]
     async fn dropping_the_guard_stops_the_endpoints() {
-        let (address, server) = serve("127.0.0.1:0".parse().unwrap(), Registry::default(), Readiness::default())
-            .await
-            .unwrap();
+        let (address, server) = serve(
+            "127.0.0.1:0".parse().unwrap(),
+            Registry::default(),
+            Readiness::default(),
+        )
+        .await
+        .unwrap();
         assert!(get(address, "/healthz").await.starts_with("HTTP/1.1 200"));
         drop(server);
         let stopped = tokio::time::timeout(PATIENCE, async {

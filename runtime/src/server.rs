@@ -120,9 +120,7 @@ impl Listener {
 
     /// A socket bound elsewhere (tests that choose their own addresses).
     pub fn from_tcp(tcp: TcpListener, purpose: &'static str) -> Result<Self, Error> {
-        let address = tcp
-            .local_addr()
-            .map_err(|source| Error::Address { purpose, source })?;
+        let address = tcp.local_addr().map_err(|source| Error::Address { purpose, source })?;
         Ok(Self { tcp, address, purpose })
     }
 

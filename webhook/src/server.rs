@@ -625,7 +625,11 @@ mod tests {
         let mut answer = [0u8; 64];
         let read = tokio::time::timeout(PATIENCE, second.read(&mut answer)).await;
         let read = read.expect("served once the slot freed").unwrap();
-        assert!(answer[..read].starts_with(b"HTTP/1.1 200 OK"), "{:?}", String::from_utf8_lossy(&answer[..read]));
+        assert!(
+            answer[..read].starts_with(b"HTTP/1.1 200 OK"),
+            "{:?}",
+            String::from_utf8_lossy(&answer[..read])
+        );
     }
 
     #[tokio::test]
@@ -654,7 +658,11 @@ mod tests {
         let started = Instant::now();
         let drained = tokio::time::timeout(PATIENCE, drain(connections)).await;
         assert!(drained.is_ok(), "the drain is unbounded");
-        assert!(started.elapsed() >= SHORT.drain, "cut before the drain: {:?}", started.elapsed());
+        assert!(
+            started.elapsed() >= SHORT.drain,
+            "cut before the drain: {:?}",
+            started.elapsed()
+        );
     }
 
     fn ca_config_map(args: &WebhookArgs) -> Option<(String, String)> {

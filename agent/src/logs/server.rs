@@ -461,7 +461,9 @@ mod tests {
             .with_no_client_auth();
         let tcp = TcpStream::connect(address).await?;
         let name = ServerName::try_from("spark-operator-agent").map_err(std::io::Error::other)?;
-        tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, tcp).await
+        tokio_rustls::TlsConnector::from(Arc::new(config))
+            .connect(name, tcp)
+            .await
     }
 
     #[tokio::test]
@@ -479,7 +481,10 @@ mod tests {
         assert!(!second.is_finished(), "served beyond the limit of one connection");
         drop(first);
         let second = tokio::time::timeout(PATIENCE, second).await;
-        assert!(matches!(second, Ok(Ok(Ok(_)))), "served once the slot freed: {second:?}");
+        assert!(
+            matches!(second, Ok(Ok(Ok(_)))),
+            "served once the slot freed: {second:?}"
+        );
     }
 
     #[tokio::test]
@@ -497,13 +502,18 @@ mod tests {
     async fn a_read_in_flight_at_shutdown_is_cut_at_the_drain_bound() {
         let serving = start(SHORT).await;
         let mut tls = handshake(serving.served.address).await.unwrap();
-        let request = format!("GET /v1/namespaces/ns/applications/pi HTTP/1.1\r\nhost: agent\r\n{TOKEN_HEADER}: a-token\r\n\r\n");
+        let request =
+            format!("GET /v1/namespaces/ns/applications/pi HTTP/1.1\r\nhost: agent\r\n{TOKEN_HEADER}: a-token\r\n\r\n");
         tls.write_all(request.as_bytes()).await.unwrap();
         tokio::time::sleep(Duration::from_millis(200)).await;
         let fired = Instant::now();
         serving.trigger.fire();
         let stopped = tokio::time::timeout(PATIENCE, serving.served.stopped()).await;
         assert!(stopped.is_ok(), "the drain is unbounded");
-        assert!(fired.elapsed() >= SHORT.drain, "cut before the drain: {:?}", fired.elapsed());
+        assert!(
+            fired.elapsed() >= SHORT.drain,
+            "cut before the drain: {:?}",
+            fired.elapsed()
+        );
     }
 }

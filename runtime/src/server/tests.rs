@@ -87,7 +87,10 @@ const GET: &[u8] = b"GET / HTTP/1.1\r\nhost: test\r\n\r\n";
 /// within `within`.
 async fn answer(stream: &mut TcpStream, within: Duration) -> Option<String> {
     let mut buffer = vec![0u8; 4096];
-    let read = tokio::time::timeout(within, stream.read(&mut buffer)).await.ok()?.unwrap();
+    let read = tokio::time::timeout(within, stream.read(&mut buffer))
+        .await
+        .ok()?
+        .unwrap();
     Some(String::from_utf8_lossy(&buffer[..read]).into_owned())
 }
 
@@ -96,7 +99,10 @@ async fn closed(stream: &mut TcpStream) -> Option<Duration> {
     let started = Instant::now();
     let mut rest = Vec::new();
     // A reset counts as closed too.
-    tokio::time::timeout(PATIENCE, stream.read_to_end(&mut rest)).await.ok()?.ok();
+    tokio::time::timeout(PATIENCE, stream.read_to_end(&mut rest))
+        .await
+        .ok()?
+        .ok();
     Some(started.elapsed())
 }
 
@@ -138,7 +144,10 @@ async fn half_a_request_line_is_closed_after_the_header_timeout() {
     let mut stream = TcpStream::connect(server.address).await.unwrap();
     stream.write_all(b"GET /metrics HT").await.unwrap();
     let after = closed(&mut stream).await.expect("closed after the header timeout");
-    assert!(after >= LIMITS.header_read_timeout / 2, "closed before the timeout: {after:?}");
+    assert!(
+        after >= LIMITS.header_read_timeout / 2,
+        "closed before the timeout: {after:?}"
+    );
 }
 
 /// The client connection preface and an empty SETTINGS frame (RFC 9113 §3.4): an HTTP/2 client that
@@ -156,8 +165,13 @@ async fn an_http2_connection_that_sends_no_request_is_closed() {
     let server = start(None, H2, LIMITS, Answer::Peer).await;
     let mut stream = TcpStream::connect(server.address).await.unwrap();
     stream.write_all(H2_PREFACE).await.unwrap();
-    let after = closed(&mut stream).await.expect("closed after the first-request timeout");
-    assert!(after >= LIMITS.header_read_timeout / 2, "closed before the timeout: {after:?}");
+    let after = closed(&mut stream)
+        .await
+        .expect("closed after the first-request timeout");
+    assert!(
+        after >= LIMITS.header_read_timeout / 2,
+        "closed before the timeout: {after:?}"
+    );
 }
 
 /// A certificate resolver with no certificate: enough to start handshakes that never finish.
@@ -189,7 +203,10 @@ async fn a_stalled_tls_handshake_is_dropped_and_gives_its_slot_back() {
     // Connects and never says hello.
     let mut stalled = TcpStream::connect(server.address).await.unwrap();
     let after = closed(&mut stalled).await.expect("closed after the handshake timeout");
-    assert!(after >= limits.handshake_timeout / 2, "closed before the timeout: {after:?}");
+    assert!(
+        after >= limits.handshake_timeout / 2,
+        "closed before the timeout: {after:?}"
+    );
     // Only with the slot back is the next client accepted (and its own stalled handshake dropped).
     let mut next = TcpStream::connect(server.address).await.unwrap();
     assert!(closed(&mut next).await.is_some(), "the next client was never accepted");
@@ -203,7 +220,10 @@ async fn at_shutdown_a_request_in_flight_finishes_within_the_drain() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     server.trigger.fire();
     let answer = answer(&mut stream, PATIENCE).await.unwrap_or_default();
-    assert!(answer.starts_with("HTTP/1.1 200") && answer.ends_with("late"), "{answer:?}");
+    assert!(
+        answer.starts_with("HTTP/1.1 200") && answer.ends_with("late"),
+        "{answer:?}"
+    );
     // No new connection is accepted once shut down, and the server ends once the connection has.
     tokio::time::timeout(PATIENCE, server.server).await.unwrap().unwrap();
     assert!(TcpStream::connect(server.address).await.is_err(), "still listening");
@@ -225,8 +245,15 @@ async fn at_shutdown_a_stuck_request_is_cut_at_the_drain_bound() {
         .await
         .expect("the drain is bounded")
         .unwrap();
-    assert!(fired.elapsed() >= limits.drain, "cut before the drain bound: {:?}", fired.elapsed());
-    assert!(closed(&mut stream).await.is_some(), "the stuck connection was left open");
+    assert!(
+        fired.elapsed() >= limits.drain,
+        "cut before the drain bound: {:?}",
+        fired.elapsed()
+    );
+    assert!(
+        closed(&mut stream).await.is_some(),
+        "the stuck connection was left open"
+    );
 }
 
 #[tokio::test]

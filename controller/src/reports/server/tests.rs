@@ -114,7 +114,10 @@ async fn an_agent_beyond_the_connection_limit_waits_for_a_free_slot() {
     assert!(!second.is_finished(), "served beyond the limit of one connection");
     drop(first);
     let second = tokio::time::timeout(PATIENCE, second).await;
-    assert!(matches!(second, Ok(Ok(Ok(_)))), "served once the slot freed: {second:?}");
+    assert!(
+        matches!(second, Ok(Ok(Ok(_)))),
+        "served once the slot freed: {second:?}"
+    );
 }
 
 /// The HTTP/2 client connection preface and an empty SETTINGS frame (RFC 9113 §3.4).
@@ -130,7 +133,10 @@ async fn a_connection_that_opens_no_stream_is_closed_after_the_first_request_tim
     let mut rest = Vec::new();
     // A close without TLS close_notify reads as an error: closed all the same.
     let closed = tokio::time::timeout(PATIENCE, tls.read_to_end(&mut rest)).await;
-    assert!(closed.is_ok(), "an idle HTTP/2 connection was held open past the first-request timeout");
+    assert!(
+        closed.is_ok(),
+        "an idle HTTP/2 connection was held open past the first-request timeout"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -155,12 +161,19 @@ async fn a_stream_in_flight_at_shutdown_is_cut_at_the_drain_bound() {
     });
     // Longer than the first-request timeout: a connection with a stream is not dropped by it.
     tokio::time::sleep(Duration::from_millis(600)).await;
-    assert!(!stream.is_finished(), "the stream was answered or dropped before the shutdown");
+    assert!(
+        !stream.is_finished(),
+        "the stream was answered or dropped before the shutdown"
+    );
     let fired = Instant::now();
     receiving.trigger.fire();
     let stopped = tokio::time::timeout(PATIENCE, receiving.serving.wait()).await;
     assert!(matches!(stopped, Ok(Ok(()))), "the drain is unbounded: {stopped:?}");
-    assert!(fired.elapsed() >= SHORT.drain, "cut before the drain: {:?}", fired.elapsed());
+    assert!(
+        fired.elapsed() >= SHORT.drain,
+        "cut before the drain: {:?}",
+        fired.elapsed()
+    );
     let answered = tokio::time::timeout(PATIENCE, stream).await.unwrap().unwrap();
     assert!(answered.is_err(), "the cut stream ended with an error");
 }
