@@ -252,7 +252,8 @@ pub async fn run(args: AgentArgs, runtime: &Runtime) -> Result<(), Error> {
         "agent running"
     );
     tokio::join!(watch, capture, delivery, expire(spool, shutdown));
-    drop(served);
+    // The log server stopped accepting with the rest; its reads in flight get their drain.
+    served.stopped().await;
     // The followers stop and record where each copy stands, so a restarted agent resumes them.
     let _ = tokio::task::spawn_blocking(move || store.close()).await;
     Ok(())

@@ -7,7 +7,9 @@
 //! - [`shutdown`]: SIGTERM and Ctrl-C as a value every component can wait on.
 //! - [`metrics`]: counters, gauges, histograms and their text exposition; a registry of renderers.
 //! - [`readiness`]: `/readyz` as the conjunction of what each serving component reports.
-//! - [`endpoints`]: the `/metrics`, `/healthz` and `/readyz` server (bounded connections, header timeout).
+//! - [`server`]: the one way every server of the operator accepts and serves connections (TLS or not,
+//!   HTTP/1 or HTTP/2), with its limits: connections, header and handshake timeouts, drain on shutdown.
+//! - [`endpoints`]: the `/metrics`, `/healthz` and `/readyz` server, on [`server`].
 //! - [`lease`]: the Lease elector, publishing [`lease::Leadership`] as a watched value.
 //! - [`fence`]: a client layer that refuses writes unless the lease is held, so only the leader writes.
 //! - [`args`] and [`Runtime`]: the flags every long-running subcommand shares, and the value built from
@@ -26,6 +28,7 @@ pub mod logging;
 pub mod metrics;
 pub mod readiness;
 mod runtime;
+pub mod server;
 pub mod shutdown;
 pub mod task;
 

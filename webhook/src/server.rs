@@ -13,17 +13,14 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use spark_operator_runtime::Runtime;
 use spark_operator_runtime::args::{Listen, parse_listen};
 use spark_operator_runtime::error_chain::ErrorChain;
 use spark_operator_runtime::metrics::{Counter, Histogram, LATENCY_SECONDS, Render, write_counter, write_histogram};
+use spark_operator_runtime::server::{Draining, Limits, Listener, Protocol, Server};
 use spark_operator_runtime::shutdown::Shutdown;
-use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
-use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
 use crate::apps::{Apps, Found};
@@ -53,8 +50,18 @@ const MAX_CONNECTIONS: usize = 256;
 /// user's request with "failed calling webhook". Slots ([`MAX_CONNECTIONS`]) bound what clients
 /// can hold.
 const IDLE_OR_HEADER_TIMEOUT: Duration = Duration::from_secs(120);
+/// A TLS handshake that takes longer is dropped, so it holds no connection slot.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long in-flight reviews may take to finish on shutdown.
 const DRAIN: Duration = Duration::from_secs(10);
+/// The webhook's limits, served by [`spark_operator_runtime::server`].
+const LIMITS: Limits = Limits {
+    max_connections: MAX_CONNECTIONS,
+    header_read_timeout: IDLE_OR_HEADER_TIMEOUT,
+    handshake_timeout: HANDSHAKE_TIMEOUT,
+    drain: DRAIN,
+    nodelay: false,
+};
 
 #[derive(Clone, Debug, clap::Args)]
 pub struct WebhookArgs {
@@ -122,12 +129,9 @@ pub struct WebhookArgs {
 /// Why the webhook could not serve.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("listening on {address} for admission reviews")]
-    Bind {
-        address: SocketAddr,
-        #[source]
-        source: std::io::Error,
-    },
+    /// "listening on {address} for admission reviews".
+    #[error(transparent)]
+    Bind(spark_operator_runtime::server::Error),
     #[error("starting the webhook's certificates")]
     Certificates(#[source] crate::certs::Error),
 }
@@ -435,12 +439,10 @@ pub async fn serve(args: WebhookArgs, runtime: &Runtime, acceptor: Option<TlsAcc
         return Ok(());
     };
     let ready = runtime.readiness().register("webhook");
-    let listener = TcpListener::bind(address)
+    let listener = Listener::bind(address, "admission reviews")
         .await
-        .map_err(|source| Error::Bind { address, source })?;
-    let bound = listener
-        .local_addr()
-        .map_err(|source| Error::Bind { address, source })?;
+        .map_err(Error::Bind)?;
+    let bound = listener.address();
     let metrics = Arc::new(Metrics::new());
     runtime.metrics().register(metrics.clone());
     let client = runtime.client();
@@ -463,7 +465,7 @@ pub async fn serve(args: WebhookArgs, runtime: &Runtime, acceptor: Option<TlsAcc
     }));
 
     let shutdown = runtime.shutdown().clone();
-    let connections = serve_connections(listener, acceptor, shutdown, move |request| {
+    let connections = serve_connections(listener, acceptor, shutdown, LIMITS, move |request| {
         let shared = shared.clone();
         async move { handle(request, &shared).await }
     })
@@ -475,76 +477,36 @@ pub async fn serve(args: WebhookArgs, runtime: &Runtime, acceptor: Option<TlsAcc
 }
 
 /// Serves HTTP/1.1 connections from `listener` (over TLS when `acceptor` is given) with `handle` until
-/// `shutdown` fires; returns the connections still open, for [`drain`].
+/// `shutdown` fires; returns the connections still open, for [`drain`]. On shutdown an idle connection
+/// closes at once and a busy one after its answer.
 async fn serve_connections<H, F>(
-    listener: TcpListener,
+    listener: Listener,
     acceptor: Option<TlsAcceptor>,
     shutdown: Shutdown,
+    limits: Limits,
     handle: H,
-) -> JoinSet<()>
+) -> Draining
 where
     H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
-    F: Future<Output = Response<Full<Bytes>>> + Send + 'static,
-{
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    let mut connections = JoinSet::new();
-    loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            _ = shutdown.fired() => break,
-        };
-        let Ok((stream, _)) = accepted else { continue };
-        let Ok(slot) = slots.clone().acquire_owned().await else {
-            break;
-        };
-        let handle = handle.clone();
-        let acceptor = acceptor.clone();
-        let shutdown = shutdown.clone();
-        connections.spawn(async move {
-            match acceptor {
-                Some(acceptor) => {
-                    // A handshake that never completes must not hold a slot.
-                    if let Ok(Ok(tls)) = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream)).await {
-                        serve_connection(TokioIo::new(tls), handle, shutdown).await;
-                    }
-                }
-                None => serve_connection(TokioIo::new(stream), handle, shutdown).await,
-            }
-            drop(slot);
-        });
-        while connections.try_join_next().is_some() {}
-    }
-    connections
-}
-
-/// Serves one connection until the client closes it, it sits idle past [`IDLE_OR_HEADER_TIMEOUT`], or
-/// `shutdown` fires: then an idle connection closes at once and a busy one after its answer.
-async fn serve_connection<I, H, F>(io: I, handle: H, shutdown: Shutdown)
-where
-    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-    H: Fn(Request<Incoming>) -> F + Send + Sync + 'static,
     F: Future<Output = Response<Full<Bytes>>> + Send + 'static,
 {
     let service = service_fn(move |request| {
         let answer = handle(request);
         async move { Ok::<_, Infallible>(answer.await) }
     });
-    let connection = hyper::server::conn::http1::Builder::new()
-        .timer(TokioTimer::new())
-        .header_read_timeout(IDLE_OR_HEADER_TIMEOUT)
-        .serve_connection(io, service);
-    let mut connection = std::pin::pin!(connection);
-    tokio::select! {
-        _ = connection.as_mut() => return,
-        _ = shutdown.fired() => {}
-    }
-    connection.as_mut().graceful_shutdown();
-    let _ = connection.await;
+    let server = Server {
+        listener,
+        tls: acceptor,
+        protocol: Protocol::Http1,
+        limits,
+        shutdown,
+    };
+    server.accept(service).await
 }
 
 /// Waits for the requests in flight, bounded so a stuck client cannot hold the shutdown.
-async fn drain(mut connections: JoinSet<()>) {
-    let _ = tokio::time::timeout(DRAIN, async { while connections.join_next().await.is_some() {} }).await;
+async fn drain(connections: Draining) {
+    connections.drain().await;
 }
 
 #[cfg(test)]
@@ -585,10 +547,12 @@ mod tests {
     /// after 5 s idle and the second review failed.
     #[tokio::test]
     async fn a_connection_left_idle_between_reviews_is_still_served() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let address = listener.local_addr().unwrap();
+        let listener = Listener::bind("127.0.0.1:0".parse().unwrap(), "admission reviews")
+            .await
+            .unwrap();
+        let address = listener.address();
         let (trigger, shutdown) = Shutdown::new();
-        let server = tokio::spawn(serve_connections(listener, None, shutdown, |_| async {
+        let server = tokio::spawn(serve_connections(listener, None, shutdown, LIMITS, |_| async {
             respond(StatusCode::OK, b"ok".to_vec())
         }));
         let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
@@ -603,6 +567,102 @@ mod tests {
         let closed = tokio::time::timeout(DRAIN, tokio::io::AsyncReadExt::read_to_end(&mut stream, &mut rest)).await;
         assert!(matches!(closed, Ok(Ok(0))), "{closed:?}");
         drain(connections).await;
+    }
+
+    /// The webhook's limits, small enough for tests.
+    const SHORT: Limits = Limits {
+        max_connections: 1,
+        header_read_timeout: Duration::from_millis(300),
+        handshake_timeout: Duration::from_millis(300),
+        drain: Duration::from_millis(500),
+        nodelay: false,
+    };
+    const PATIENCE: Duration = Duration::from_secs(3);
+
+    /// The webhook's server with `limits`, answering `ok` once a review's body is in (read as [`handle`]
+    /// reads it).
+    async fn start(
+        limits: Limits,
+    ) -> (
+        SocketAddr,
+        spark_operator_runtime::shutdown::Trigger,
+        tokio::task::JoinHandle<Draining>,
+    ) {
+        let listener = Listener::bind("127.0.0.1:0".parse().unwrap(), "admission reviews")
+            .await
+            .unwrap();
+        let address = listener.address();
+        let (trigger, shutdown) = Shutdown::new();
+        let server = tokio::spawn(serve_connections(
+            listener,
+            None,
+            shutdown,
+            limits,
+            |request: Request<Incoming>| async move {
+                match Limited::new(request.into_body(), MAX_BODY).collect().await {
+                    Ok(_) => respond(StatusCode::OK, b"ok".to_vec()),
+                    Err(_) => bad_request("unreadable"),
+                }
+            },
+        ));
+        (address, trigger, server)
+    }
+
+    #[tokio::test]
+    async fn a_client_beyond_the_connection_limit_waits_for_a_free_slot() {
+        use tokio::io::AsyncReadExt;
+        let limits = Limits {
+            header_read_timeout: PATIENCE * 2,
+            ..SHORT
+        };
+        let (address, _trigger, _server) = start(limits).await;
+        let mut first = tokio::net::TcpStream::connect(address).await.unwrap();
+        assert_eq!(post(&mut first).await.unwrap(), "HTTP/1.1 200 OK");
+        let mut second = tokio::net::TcpStream::connect(address).await.unwrap();
+        let early = tokio::time::timeout(Duration::from_millis(500), post(&mut second)).await;
+        assert!(early.is_err(), "served beyond the limit of one connection: {early:?}");
+        drop(first);
+        let mut answer = [0u8; 64];
+        let read = tokio::time::timeout(PATIENCE, second.read(&mut answer)).await;
+        let read = read.expect("served once the slot freed").unwrap();
+        assert!(
+            answer[..read].starts_with(b"HTTP/1.1 200 OK"),
+            "{:?}",
+            String::from_utf8_lossy(&answer[..read])
+        );
+    }
+
+    #[tokio::test]
+    async fn half_a_request_line_is_closed_after_the_header_timeout() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (address, _trigger, _server) = start(SHORT).await;
+        let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+        stream.write_all(b"POST /mutate--v1").await.unwrap();
+        let mut rest = Vec::new();
+        let closed = tokio::time::timeout(PATIENCE, stream.read_to_end(&mut rest)).await;
+        assert!(closed.is_ok(), "held open past the header timeout");
+    }
+
+    #[tokio::test]
+    async fn a_review_whose_body_stalls_is_cut_at_the_drain_bound() {
+        use tokio::io::AsyncWriteExt;
+        let (address, trigger, server) = start(SHORT).await;
+        let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+        stream
+            .write_all(b"POST /mutate--v1-pod HTTP/1.1\r\nhost: webhook\r\ncontent-length: 100\r\n\r\n{\"kind\"")
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        trigger.fire();
+        let connections = server.await.unwrap();
+        let started = Instant::now();
+        let drained = tokio::time::timeout(PATIENCE, drain(connections)).await;
+        assert!(drained.is_ok(), "the drain is unbounded");
+        assert!(
+            started.elapsed() >= SHORT.drain,
+            "cut before the drain: {:?}",
+            started.elapsed()
+        );
     }
 
     fn ca_config_map(args: &WebhookArgs) -> Option<(String, String)> {

@@ -104,12 +104,9 @@ pub enum Error {
     Certificate(#[source] rcgen::Error),
     #[error("could not configure TLS for the log server")]
     Tls(#[source] rustls::Error),
-    #[error("could not listen on {address} for the log server")]
-    Bind {
-        address: SocketAddr,
-        #[source]
-        source: std::io::Error,
-    },
+    /// "listening on {address} for Spark logs".
+    #[error(transparent)]
+    Bind(spark_operator_runtime::server::Error),
 }
 
 /// Parses a byte size: a number with an optional binary (`Ki`, `Mi`, `Gi`, `Ti`) or decimal (`k`, `M`,

@@ -9,6 +9,9 @@
 //! - `GET /healthz`: `ok`, unauthenticated.
 //!
 //! Errors are Kubernetes `Status` objects, so they read like the API server's own through the proxy.
+//!
+//! Connections are served by the runtime's server helper ([`spark_operator_runtime::server`]) with
+//! [`LIMITS`].
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -21,11 +24,9 @@ use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
+use spark_operator_runtime::server::{Limits, Listener, Protocol, Server};
 use spark_operator_runtime::shutdown::Shutdown;
 use spark_operator_runtime::task::AbortOnDrop;
-use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::Error;
@@ -36,15 +37,39 @@ use super::store::LogStore;
 /// Connections served at once (a followed log holds one for as long as it runs).
 const MAX_CONNECTIONS: usize = 128;
 const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// A TLS handshake that takes longer is dropped, so it holds no connection slot.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long reads in flight may go on once the agent stops. A followed log runs until its container's
+/// copy finishes, which the stopping agent no longer waits for: its reader gets this long, then the
+/// stream ends (`spark-operator logs` says so and can be run again against the next agent).
+const DRAIN: Duration = Duration::from_secs(5);
+/// The log server's limits.
+const LIMITS: Limits = Limits {
+    max_connections: MAX_CONNECTIONS,
+    header_read_timeout: HEADER_READ_TIMEOUT,
+    handshake_timeout: HANDSHAKE_TIMEOUT,
+    drain: DRAIN,
+    nodelay: false,
+};
 
 type Body = BoxBody<Bytes, Infallible>;
 
-/// A running log server; dropping it stops it.
+/// A running log server; it stops when its shutdown fires (then drains), or at once when dropped.
 #[derive(Debug)]
 pub struct Served {
     /// The bound address (port 0 picks one).
     pub address: SocketAddr,
-    _task: AbortOnDrop,
+    task: AbortOnDrop,
+}
+
+impl Served {
+    /// Waits until the server stopped: its shutdown fired and the reads in flight ended or were cut at
+    /// the drain bound.
+    pub async fn stopped(mut self) {
+        if let Err(error) = (&mut self.task.0).await {
+            tracing::warn!(%error, "the log server's task ended abnormally");
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -63,54 +88,42 @@ pub async fn serve(
     node: &str,
     shutdown: Shutdown,
 ) -> Result<Served, Error> {
+    serve_with(store, address, client, node, shutdown, LIMITS).await
+}
+
+/// [`serve`] with `limits` (tests: small ones).
+async fn serve_with(
+    store: LogStore,
+    address: SocketAddr,
+    client: kube::Client,
+    node: &str,
+    shutdown: Shutdown,
+    limits: Limits,
+) -> Result<Served, Error> {
     let tls = tls_config(node)?;
-    let listener = TcpListener::bind(address)
-        .await
-        .map_err(|source| Error::Bind { address, source })?;
-    let bound = listener
-        .local_addr()
-        .map_err(|source| Error::Bind { address, source })?;
+    let listener = Listener::bind(address, "Spark logs").await.map_err(Error::Bind)?;
+    let bound = listener.address();
     let shared = Shared {
         poll: store.poll_interval(),
         store,
         client,
     };
-    let acceptor = tokio_rustls::TlsAcceptor::from(tls);
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    let task = tokio::spawn(async move {
-        loop {
-            let Ok(slot) = slots.clone().acquire_owned().await else {
-                return;
-            };
-            let accepted = tokio::select! {
-                accepted = listener.accept() => accepted,
-                () = shutdown.fired() => return,
-            };
-            let Ok((stream, peer)) = accepted else { continue };
-            let acceptor = acceptor.clone();
-            let shared = shared.clone();
-            tokio::spawn(async move {
-                let Ok(Ok(tls)) = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream)).await else {
-                    tracing::debug!(%peer, "log server: TLS handshake failed");
-                    return;
-                };
-                let service = service_fn(move |request| {
-                    let shared = shared.clone();
-                    async move { Ok::<_, Infallible>(handle(request, &shared).await) }
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .timer(TokioTimer::new())
-                    .header_read_timeout(HEADER_READ_TIMEOUT)
-                    .serve_connection(TokioIo::new(tls), service)
-                    .await;
-                drop(slot);
-            });
-        }
+    let server = Server {
+        listener,
+        tls: Some(tokio_rustls::TlsAcceptor::from(tls)),
+        protocol: Protocol::Http1,
+        limits,
+        shutdown,
+    };
+    let service = service_fn(move |request| {
+        let shared = shared.clone();
+        async move { Ok::<_, Infallible>(handle(request, &shared).await) }
     });
+    let task = tokio::spawn(server.serve(service));
     tracing::info!(address = %bound, "serving Spark logs over HTTPS");
     Ok(Served {
         address: bound,
-        _task: AbortOnDrop(task),
+        task: AbortOnDrop(task),
     })
 }
 
@@ -316,6 +329,18 @@ fn log(shared: &Shared, namespace: &str, app: &str, container: &str, follow: boo
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic in a test is a failed assertion
+
+    use std::time::Instant;
+
+    use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+    use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+    use rustls::{DigitallySignedStruct, SignatureScheme};
+    use spark_operator_runtime::shutdown::Trigger;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+    use tokio_rustls::client::TlsStream;
+
     use super::*;
 
     #[test]
@@ -340,6 +365,155 @@ mod tests {
         assert_eq!(
             route("/v1/namespaces/ns/applications/pi/containers/abc"),
             Route::Unknown
+        );
+    }
+
+    /// The log server's limits, small enough for tests.
+    const SHORT: Limits = Limits {
+        max_connections: 1,
+        header_read_timeout: Duration::from_millis(300),
+        handshake_timeout: Duration::from_millis(300),
+        drain: Duration::from_millis(500),
+        nodelay: false,
+    };
+    const PATIENCE: Duration = Duration::from_secs(3);
+
+    /// The certificate is self-signed at start (and the API server's proxy does not check it): trust any.
+    #[derive(Debug)]
+    struct AnyCertificate(Arc<rustls::crypto::CryptoProvider>);
+
+    impl ServerCertVerifier for AnyCertificate {
+        fn verify_server_cert(
+            &self,
+            _: &CertificateDer<'_>,
+            _: &[CertificateDer<'_>],
+            _: &ServerName<'_>,
+            _: &[u8],
+            _: UnixTime,
+        ) -> Result<ServerCertVerified, rustls::Error> {
+            Ok(ServerCertVerified::assertion())
+        }
+
+        fn verify_tls12_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+        }
+
+        fn verify_tls13_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+        }
+
+        fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+            self.0.signature_verification_algorithms.supported_schemes()
+        }
+    }
+
+    /// A log server with `limits` whose API server accepts connections and never answers, so an
+    /// authorization (a TokenReview) stays in flight.
+    struct Serving {
+        served: Served,
+        trigger: Trigger,
+        _dir: tempfile::TempDir,
+        _silent: std::net::TcpListener,
+    }
+
+    async fn start(limits: Limits) -> Serving {
+        let dir = tempfile::tempdir().unwrap();
+        let store_limits = super::super::store::Limits {
+            max_bytes: 0,
+            max_app_bytes: 0,
+            max_age: Duration::ZERO,
+            poll: Duration::from_millis(50),
+        };
+        let store = LogStore::open_with(&dir.path().join("store"), "node-1", store_limits).unwrap();
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", silent.local_addr().unwrap());
+        let client = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
+        let (trigger, shutdown) = Shutdown::new();
+        let address = "127.0.0.1:0".parse().unwrap();
+        let served = serve_with(store, address, client, "node-1", shutdown, limits)
+            .await
+            .unwrap();
+        Serving {
+            served,
+            trigger,
+            _dir: dir,
+            _silent: silent,
+        }
+    }
+
+    async fn handshake(address: SocketAddr) -> std::io::Result<TlsStream<TcpStream>> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(std::io::Error::other)?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+            .with_no_client_auth();
+        let tcp = TcpStream::connect(address).await?;
+        let name = ServerName::try_from("spark-operator-agent").map_err(std::io::Error::other)?;
+        tokio_rustls::TlsConnector::from(Arc::new(config))
+            .connect(name, tcp)
+            .await
+    }
+
+    #[tokio::test]
+    async fn a_reader_beyond_the_connection_limit_waits_for_a_free_slot() {
+        let limits = Limits {
+            header_read_timeout: PATIENCE * 2,
+            ..SHORT
+        };
+        let serving = start(limits).await;
+        let address = serving.served.address;
+        let first = handshake(address).await.unwrap();
+        // Not accepted while the first holds the only slot: its handshake waits in the backlog.
+        let second = tokio::spawn(handshake(address));
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        assert!(!second.is_finished(), "served beyond the limit of one connection");
+        drop(first);
+        let second = tokio::time::timeout(PATIENCE, second).await;
+        assert!(
+            matches!(second, Ok(Ok(Ok(_)))),
+            "served once the slot freed: {second:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn half_a_request_line_is_closed_after_the_header_timeout() {
+        let serving = start(SHORT).await;
+        let mut tls = handshake(serving.served.address).await.unwrap();
+        tls.write_all(b"GET /heal").await.unwrap();
+        let mut rest = Vec::new();
+        // A close without TLS close_notify reads as an error: closed all the same.
+        let closed = tokio::time::timeout(PATIENCE, tls.read_to_end(&mut rest)).await;
+        assert!(closed.is_ok(), "held open past the header timeout");
+    }
+
+    #[tokio::test]
+    async fn a_read_in_flight_at_shutdown_is_cut_at_the_drain_bound() {
+        let serving = start(SHORT).await;
+        let mut tls = handshake(serving.served.address).await.unwrap();
+        let request =
+            format!("GET /v1/namespaces/ns/applications/pi HTTP/1.1\r\nhost: agent\r\n{TOKEN_HEADER}: a-token\r\n\r\n");
+        tls.write_all(request.as_bytes()).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let fired = Instant::now();
+        serving.trigger.fire();
+        let stopped = tokio::time::timeout(PATIENCE, serving.served.stopped()).await;
+        assert!(stopped.is_ok(), "the drain is unbounded");
+        assert!(
+            fired.elapsed() >= SHORT.drain,
+            "cut before the drain: {:?}",
+            fired.elapsed()
         );
     }
 }

@@ -5,20 +5,17 @@
 
 use std::future::Future;
 use std::path::Path;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use spark_operator_proto::agent::v1::termination_reports_server::{TerminationReports, TerminationReportsServer};
 use spark_operator_proto::agent::v1::{ReportAck, ReportRequest, TerminationReport, Verdict};
-use spark_operator_proto::tonic::transport::server::Connected;
 use spark_operator_proto::tonic::{self, Request, Response, Status, Streaming};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
+use spark_operator_runtime::server::{Http2, Limits, Listener, Protocol, Server};
+use spark_operator_runtime::shutdown::Shutdown;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
@@ -124,32 +121,6 @@ impl TerminationReports for Receiver {
     }
 }
 
-/// A TLS server stream tonic can serve.
-struct Tls(tokio_rustls::server::TlsStream<TcpStream>);
-
-impl Connected for Tls {
-    type ConnectInfo = ();
-    fn connect_info(&self) -> Self::ConnectInfo {}
-}
-
-impl AsyncRead for Tls {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for Tls {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.get_mut().0).poll_write(cx, buf)
-    }
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_flush(cx)
-    }
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().0).poll_shutdown(cx)
-    }
-}
-
 /// A CA (written to `ca.crt` in `dir`) and a server config for `localhost` issued by it, ALPN h2.
 pub fn pki(dir: &Path) -> rustls::ServerConfig {
     let ca_key = KeyPair::generate().unwrap();
@@ -174,27 +145,31 @@ pub fn pki(dir: &Path) -> rustls::ServerConfig {
     config
 }
 
-/// Serves `receiver` over TLS on a free port; returns the port.
+/// Serves `receiver` over TLS on a free port, as the operator serves its receiver (the runtime's server
+/// helper, HTTP/2); returns the port.
 pub async fn serve(receiver: Receiver, tls: rustls::ServerConfig) -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
-    let (tx, rx) = mpsc::channel::<std::io::Result<Tls>>(16);
-    tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let acceptor = acceptor.clone();
-            let tx = tx.clone();
-            tokio::spawn(async move {
-                if let Ok(tls) = acceptor.accept(tcp).await {
-                    let _ = tx.send(Ok(Tls(tls))).await;
-                }
-            });
-        }
-    });
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(TerminationReportsServer::new(receiver))
-            .serve_with_incoming(ReceiverStream::new(rx)),
-    );
+    let listener = Listener::bind("127.0.0.1:0".parse().unwrap(), "test termination reports")
+        .await
+        .unwrap();
+    let port = listener.address().port();
+    let server = Server {
+        listener,
+        tls: Some(tokio_rustls::TlsAcceptor::from(Arc::new(tls))),
+        protocol: Protocol::Http2(Http2 {
+            keepalive_interval: None,
+            keepalive_timeout: Duration::from_secs(20),
+            max_concurrent_streams: None,
+        }),
+        limits: Limits {
+            max_connections: 1024,
+            header_read_timeout: Duration::from_secs(10),
+            handshake_timeout: Duration::from_secs(10),
+            drain: Duration::from_secs(1),
+            nodelay: true,
+        },
+        shutdown: Shutdown::never(),
+    };
+    let service = hyper_util::service::TowerToHyperService::new(TerminationReportsServer::new(receiver));
+    tokio::spawn(server.serve(service));
     port
 }

@@ -11,34 +11,29 @@
 //! below the report rate. Nothing is acknowledged before the write that records it: an agent
 //! deletes a report from its spool on OK, so an early OK followed by a failed write would lose it.
 //!
-//! TLS is terminated here with the acceptor the caller gives (the operator's serving certificate), and
-//! the connections handed to tonic; handshakes run concurrently, each bounded in time, and connections
-//! are bounded in number.
+//! TLS is terminated with the acceptor the caller gives (the operator's serving certificate) and HTTP/2
+//! served by the runtime's server helper ([`spark_operator_runtime::server`]) with [`LIMITS`]: handshakes
+//! run concurrently, each bounded in time, a connection must send its first request in time, and
+//! connections are bounded in number; tonic's generated service answers the requests.
 
 use std::collections::HashMap;
-use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
+use hyper_util::service::TowerToHyperService;
 use jiff::Timestamp;
 use kube::api::Api;
 use spark_operator_api::SparkApplication;
 use spark_operator_proto::agent::v1::termination_reports_server::{TerminationReports, TerminationReportsServer};
 use spark_operator_proto::agent::v1::{ReportAck, ReportRequest, Verdict};
-use spark_operator_proto::tonic::transport::server::Connected;
 use spark_operator_proto::tonic::{self, Request, Response, Status, Streaming};
 use spark_operator_runtime::Runtime;
 use spark_operator_runtime::args::Listen;
 use spark_operator_runtime::error_chain::{ErrorChain, kube_error};
-use spark_operator_runtime::shutdown::Shutdown;
-use spark_operator_runtime::task::AbortOnDrop;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use spark_operator_runtime::server::{Http2, Limits, Listener, Protocol, Server};
 use tokio_rustls::TlsAcceptor;
 
 use super::ReceiverArgs;
@@ -58,8 +53,29 @@ const IN_FLIGHT_PER_STREAM: usize = 64;
 const MAX_CONNECTIONS: usize = 4096;
 /// A TLS handshake that takes longer than this is dropped, so it holds no connection slot.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long streams in flight may go on after shutdown (agents keep their streams open for good).
+/// Time from a connection's handshake to its first request (an agent opens its stream at once).
+const FIRST_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long streams in flight may go on after shutdown (agents keep their streams open for good): past
+/// it, what is still in flight is answered by nobody, and its agent sends it again (nothing was
+/// acknowledged before its write).
 const DRAIN: Duration = Duration::from_secs(10);
+/// The receiver's limits, served by [`spark_operator_runtime::server`].
+const LIMITS: Limits = Limits {
+    max_connections: MAX_CONNECTIONS,
+    header_read_timeout: FIRST_REQUEST_TIMEOUT,
+    handshake_timeout: HANDSHAKE_TIMEOUT,
+    drain: DRAIN,
+    // Acks are small writes (as are the reports; the agent sets this too): Nagle's algorithm would hold
+    // one back while the one before is unacknowledged.
+    nodelay: true,
+};
+const HTTP2: Http2 = Http2 {
+    // A node that vanished leaves its stream open: keepalives find it.
+    keepalive_interval: Some(Duration::from_secs(30)),
+    keepalive_timeout: Duration::from_secs(10),
+    // An agent needs one stream; a few more cover a reconnect racing the old stream's end.
+    max_concurrent_streams: Some(8),
+};
 /// Largest request accepted (a report is a few KiB: its texts are bounded by the agent).
 const MAX_MESSAGE_BYTES: usize = 1024 * 1024;
 
@@ -71,18 +87,9 @@ pub enum Error {
          add b\"h2\" to the ServerConfig's alpn_protocols"
     )]
     NoH2,
-    #[error("listening on {address} for termination reports")]
-    Bind {
-        address: SocketAddr,
-        #[source]
-        source: io::Error,
-    },
-    #[error("serving termination reports on {address}")]
-    Serve {
-        address: SocketAddr,
-        #[source]
-        source: tonic::transport::Error,
-    },
+    /// "listening on {address} for termination reports".
+    #[error(transparent)]
+    Bind(spark_operator_runtime::server::Error),
     #[error("the receiver's task on {address} ended abnormally")]
     Task {
         address: SocketAddr,
@@ -132,6 +139,16 @@ pub async fn serve(args: ReceiverArgs, tls: TlsAcceptor, runtime: &Runtime) -> R
 /// Binds and starts serving in the background, handing back the bound address (None when `off`). The
 /// readiness check `reports` is set once listening.
 pub async fn start(args: ReceiverArgs, tls: TlsAcceptor, runtime: &Runtime) -> Result<Option<Serving>, Error> {
+    start_with(args, tls, runtime, LIMITS).await
+}
+
+/// [`start`] with `limits` (tests: small ones).
+async fn start_with(
+    args: ReceiverArgs,
+    tls: TlsAcceptor,
+    runtime: &Runtime,
+    limits: Limits,
+) -> Result<Option<Serving>, Error> {
     let Listen::On(address) = args.reports_address else {
         tracing::info!("not receiving termination reports (--reports-address off)");
         return Ok(None);
@@ -140,12 +157,10 @@ pub async fn start(args: ReceiverArgs, tls: TlsAcceptor, runtime: &Runtime) -> R
         return Err(Error::NoH2);
     }
     let ready = runtime.readiness().register("reports");
-    let listener = TcpListener::bind(address)
+    let listener = Listener::bind(address, "termination reports")
         .await
-        .map_err(|source| Error::Bind { address, source })?;
-    let bound = listener
-        .local_addr()
-        .map_err(|source| Error::Bind { address, source })?;
+        .map_err(Error::Bind)?;
+    let bound = listener.address();
     let metrics = Arc::new(ReportMetrics::default());
     runtime.metrics().register(metrics.clone());
     let receiver = Receiver(Arc::new(Inner {
@@ -168,10 +183,18 @@ pub async fn start(args: ReceiverArgs, tls: TlsAcceptor, runtime: &Runtime) -> R
         "receiving termination reports"
     );
     ready.set(true);
+    let server = Server {
+        listener,
+        tls: Some(tls),
+        protocol: Protocol::Http2(HTTP2),
+        limits,
+        shutdown,
+    };
+    let service = TerminationReportsServer::new(receiver).max_decoding_message_size(MAX_MESSAGE_BYTES);
     let task = tokio::spawn(async move {
-        let result = run(listener, tls, receiver, shutdown).await;
+        server.serve(TowerToHyperService::new(service)).await;
         ready.set(false);
-        result.map_err(|source| Error::Serve { address: bound, source })
+        Ok(())
     });
     Ok(Some(Serving {
         address: bound,
@@ -179,124 +202,9 @@ pub async fn start(args: ReceiverArgs, tls: TlsAcceptor, runtime: &Runtime) -> R
     }))
 }
 
-async fn run(
-    listener: TcpListener,
-    tls: TlsAcceptor,
-    receiver: Receiver,
-    shutdown: Shutdown,
-) -> Result<(), tonic::transport::Error> {
-    let (connections, mut accepted) = mpsc::channel::<TlsConnection>(64);
-    let _accepting = AbortOnDrop(tokio::spawn(accept(listener, tls, connections)));
-    let incoming = futures::stream::poll_fn(move |cx| accepted.poll_recv(cx).map(|c| c.map(Ok::<_, io::Error>)));
-    let service = TerminationReportsServer::new(receiver).max_decoding_message_size(MAX_MESSAGE_BYTES);
-    let server = tonic::transport::Server::builder()
-        // A node that vanished leaves its stream open: keepalives find it.
-        .http2_keepalive_interval(Some(Duration::from_secs(30)))
-        .http2_keepalive_timeout(Some(Duration::from_secs(10)))
-        // An agent needs one stream; a few more cover a reconnect racing the old stream's end.
-        .max_concurrent_streams(Some(8))
-        .add_service(service)
-        .serve_with_incoming_shutdown(incoming, shutdown.fired());
-    tokio::select! {
-        result = server => result,
-        // Streams are long-lived: past the drain, what is still in flight is answered by nobody, and its
-        // agent sends it again (nothing was acknowledged before its write).
-        () = async {
-            shutdown.fired().await;
-            tokio::time::sleep(DRAIN).await;
-        } => Ok(()),
-    }
-}
-
-/// Accepts TCP connections and hands their TLS sessions to the server, handshaking each on its own task.
-async fn accept(listener: TcpListener, tls: TlsAcceptor, connections: mpsc::Sender<TlsConnection>) {
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    loop {
-        let Ok(slot) = slots.clone().acquire_owned().await else {
-            return;
-        };
-        let (tcp, peer) = match listener.accept().await {
-            Ok(accepted) => accepted,
-            Err(error) => {
-                // Out of file descriptors, mostly: wait a moment rather than spin.
-                tracing::warn!(%error, "accepting a report connection failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        // Acks are small writes (as are the reports; the agent sets this too): Nagle's algorithm would hold
-        // one back while the one before is unacknowledged.
-        let _ = tcp.set_nodelay(true);
-        let tls = tls.clone();
-        let connections = connections.clone();
-        tokio::spawn(async move {
-            match tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(tcp)).await {
-                Ok(Ok(stream)) => {
-                    let _ = connections
-                        .send(TlsConnection {
-                            stream,
-                            peer,
-                            _slot: slot,
-                        })
-                        .await;
-                }
-                Ok(Err(error)) => tracing::debug!(%peer, %error, "TLS handshake of a report connection failed"),
-                Err(_) => tracing::debug!(%peer, "TLS handshake of a report connection timed out"),
-            }
-        });
-    }
-}
-
-/// The remote address of a report connection (in each request's extensions).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Peer(pub SocketAddr);
-
-/// One agent connection: its TLS session, and its slot among [`MAX_CONNECTIONS`].
-struct TlsConnection {
-    stream: tokio_rustls::server::TlsStream<TcpStream>,
-    peer: SocketAddr,
-    _slot: OwnedSemaphorePermit,
-}
-
-impl Connected for TlsConnection {
-    type ConnectInfo = Peer;
-
-    fn connect_info(&self) -> Peer {
-        Peer(self.peer)
-    }
-}
-
-impl AsyncRead for TlsConnection {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for TlsConnection {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.stream.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_shutdown(cx)
-    }
-}
+/// The remote address of a report connection (in each request's extensions, put there by the server
+/// helper).
+pub(crate) use spark_operator_runtime::server::Peer;
 
 /// The service.
 #[derive(Clone)]
@@ -603,3 +511,6 @@ impl Inner {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

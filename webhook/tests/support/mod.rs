@@ -197,32 +197,34 @@ impl SecretHistory {
     }
 }
 
-/// A tiny HTTPS server on `acceptor`: answers every request with `200 ok`. Handshake failures are
-/// counted by the clients, not here.
+/// A tiny HTTPS server on `acceptor`, served as the webhook serves (the runtime's server helper):
+/// answers every request with `200 ok` and closes. Handshake failures are counted by the clients, not
+/// here.
 pub async fn serve_https(listener: TcpListener, acceptor: TlsAcceptor) {
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let acceptor = acceptor.clone();
-        tokio::spawn(async move {
-            let Ok(mut tls) = acceptor.accept(stream).await else {
-                return;
-            };
-            let mut request = Vec::new();
-            let mut buf = [0u8; 1024];
-            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
-                match tls.read(&mut buf).await {
-                    Ok(0) | Err(_) => return,
-                    Ok(n) => request.extend_from_slice(&buf[..n]),
-                }
-            }
-            let _ = tls
-                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
-                .await;
-            let _ = tls.shutdown().await;
-        });
-    }
+    use spark_operator_runtime::server::{Limits, Listener, Protocol, Server};
+    let server = Server {
+        listener: Listener::from_tcp(listener, "test HTTPS").unwrap(),
+        tls: Some(acceptor),
+        protocol: Protocol::Http1,
+        limits: Limits {
+            max_connections: 1024,
+            header_read_timeout: Duration::from_secs(10),
+            handshake_timeout: Duration::from_secs(10),
+            drain: Duration::from_secs(1),
+            nodelay: false,
+        },
+        shutdown: spark_operator_runtime::shutdown::Shutdown::never(),
+    };
+    let service = hyper::service::service_fn(|_| async {
+        let mut response = hyper::Response::new(http_body_util::Full::new(bytes::Bytes::from_static(b"ok")));
+        // The clients read to the end.
+        response.headers_mut().insert(
+            hyper::header::CONNECTION,
+            hyper::header::HeaderValue::from_static("close"),
+        );
+        Ok::<_, std::convert::Infallible>(response)
+    });
+    server.serve(service).await;
 }
 
 /// One admission-like exchange: connect, handshake trusting exactly `roots` and checking the
