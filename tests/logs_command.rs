@@ -9,9 +9,7 @@
 
 #[path = "support/cli.rs"]
 mod cli;
-#[path = "support/kube_access.rs"]
-mod kube_access;
-use kube_access::*;
+use spark_operator_test_support::kube_access::*;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};

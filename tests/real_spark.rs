@@ -36,10 +36,7 @@
 
 #[path = "support/cli.rs"]
 mod cli;
-#[path = "support/kube_access.rs"]
-#[allow(dead_code)]
-mod kube_access;
-use kube_access::*;
+use spark_operator_test_support::kube_access::*;
 
 use std::collections::BTreeMap;
 use std::io::Write as _;

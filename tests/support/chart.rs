@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use spark_operator_api::SparkApplication;
 use spark_operator_dev::{Cluster, ClusterOptions};
 
-use crate::kube_access::log_reader_kubeconfig;
+use spark_operator_test_support::kube_access::log_reader_kubeconfig;
 
 pub const RELEASE: &str = "spark-operator";
 pub const NAMESPACE: &str = "spark-operator";

@@ -19,7 +19,3 @@ mod spec_changes;
 mod template;
 mod web_ui;
 mod webhook;
-// ServiceAccount tokens and kubeconfigs with a token user, shared with the agent's log tests.
-#[allow(dead_code)]
-#[path = "../../support/kube_access.rs"]
-mod kube_access;

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use spark_operator_api::permissions::{Component, ResourceName, Rule, Scope, rules_of};
 use spark_operator_controller::uninstall::{self, ObjectName, Plan};
 use spark_operator_e2e::{Cluster, ClusterOptions};
+use spark_operator_test_support::kube_access;
 
 const RELEASE: &str = "spark-operator";
 const AGENTS: &str = "spark-operator-agents";
@@ -74,7 +75,7 @@ async fn account_with(
     account: &str,
     without: Option<usize>,
 ) -> (PathBuf, String) {
-    let token = crate::kube_access::account(&cluster.client, RELEASE, account).await;
+    let token = kube_access::account(&cluster.client, RELEASE, account).await;
     for (index, rule) in rules_of(component).enumerate() {
         if Some(index) == without || rule.when.is_some() {
             continue;
@@ -139,7 +140,7 @@ async fn account_with(
             }
         }
     }
-    let kubeconfig = crate::kube_access::kubeconfig_with_token(&cluster.sim, dir, account, &token, RELEASE);
+    let kubeconfig = kube_access::kubeconfig_with_token(&cluster.sim, dir, account, &token, RELEASE);
     (kubeconfig, format!("system:serviceaccount:{RELEASE}:{account}"))
 }
 

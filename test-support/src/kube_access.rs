@@ -1,6 +1,7 @@
-//! Test support shared by the agent's log tests (`agent/tests/logs_on_sim.rs`), `spark-operator logs` tests
-//! (`tests/logs_command.rs`) and the chart's tests, included by path: objects made as an administrator,
-//! ServiceAccount tokens, kubeconfigs with a token user (a log reader's among them), and bounded waits. A panic here is a failed test.
+//! Used by the agent's log tests (`agent/tests/logs_on_sim.rs`), `spark-operator logs` tests
+//! (`tests/logs_command.rs`), the chart's tests and the end-to-end tests: objects made as an administrator,
+//! ServiceAccount tokens, kubeconfigs with a token user (a log reader's among them), and bounded waits. A panic
+//! here is a failed test.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
