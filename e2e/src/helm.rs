@@ -1,12 +1,13 @@
-//! Helm v4 for tests, included by path: the `helm-python-sdk` wheel (Helm's Go SDK) driven through
-//! `tests/helm/helm.py`, which prints one JSON document per call. Needs `tests/helm/setup.sh` to have made the
-//! venv (`HELM_VENV`, default `target/helm-venv`); without it [`Helm::new`] says why and gives None (the test
-//! skips), except under `CI=true`, where a missing Helm fails.
+//! Helm v4 for the chart's rendering test (`e2e/tests/helm_chart.rs`): the `helm-python-sdk` wheel (Helm's Go SDK)
+//! driven through `tests/helm/helm.py`, which prints one JSON document per call. Needs `tests/helm/setup.sh` to
+//! have made the venv (`HELM_VENV`, default `target/helm-venv`); without it [`Helm::new`] says why and gives None
+//! (the test skips), except under `CI=true`, where a missing Helm fails.
 
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+/// The repository's root: this crate's parent directory.
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }

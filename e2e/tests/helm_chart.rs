@@ -3,14 +3,11 @@
 //! and renamed keys refused with a message that names the key, and a current values table.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-#[path = "../support/helm.rs"]
-mod helm;
-
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use helm::{Helm, chart, notes, objects, repo_root, values_file};
 use serde_json::{Value, json};
+use spark_operator_e2e::helm::{Helm, chart, notes, objects, repo_root, values_file};
 
 const NS: &str = "spark-operator";
 const RELEASE: &str = "spark-operator";

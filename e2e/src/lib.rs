@@ -18,6 +18,7 @@ pub use spark_operator_dev::ClusterOptions;
 use spark_operator_runtime::{Runtime, RuntimeArgs, shutdown::Shutdown};
 
 pub mod agents;
+pub mod helm;
 
 /// A running simulated cluster with the operator's CRDs (set up as `spark-operator dev` sets it up).
 pub struct Cluster {

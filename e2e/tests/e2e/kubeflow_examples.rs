@@ -18,7 +18,7 @@ use spark_operator_e2e::{Cluster, ClusterOptions, Poll, poll, state};
 const LIMIT: Duration = Duration::from_secs(150);
 
 fn examples() -> Vec<(String, Vec<Value>)> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/kubeflow-examples");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/kubeflow-examples");
     let mut out = Vec::new();
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .expect("the examples")
@@ -214,8 +214,8 @@ async fn every_kubeflow_example_reaches_a_terminal_state() {
 async fn kubeflows_failing_example_fails_every_attempt_as_spark_does() {
     let cluster = Cluster::start(ClusterOptions::default()).await;
     let _controller = cluster.controller(cluster.args(&[]));
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/kubeflow-bad-examples/fail-application.yaml");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/fixtures/kubeflow-bad-examples/fail-application.yaml");
     let yaml = std::fs::read_to_string(path).expect("Kubeflow's failing example");
     let app = cluster.create_app(&yaml).await;
     let name = app.metadata.name.clone().unwrap_or_default();
