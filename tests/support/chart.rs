@@ -1,7 +1,7 @@
-//! Shared by the chart's tests (`tests/helm_install.rs`, `tests/chart_least_privilege.rs`), included by
-//! path: the release's names, the skip rules (no Helm SDK, no production binary, no process pods: skip,
-//! but fail under `CI=true`), Helm through `tests/helm/helm.py`, the 3-node cluster the chart is installed
-//! in, spark-pi, and a `spark-operator logs` user. A panic here is a failed test.
+//! Shared by the chart's tests (`tests/helm_install.rs`, `tests/chart_least_privilege.rs`): the release's names,
+//! the skip rules (no Helm SDK, no production binary, no process pods: skip, but fail under `CI=true`), Helm
+//! through `tests/helm/helm.py`, the 3-node cluster the chart is installed in, spark-pi, and a `spark-operator
+//! logs` user. A panic here is a failed test.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
