@@ -13,7 +13,7 @@ const NS: &str = "spark-operator";
 const RELEASE: &str = "spark-operator";
 
 fn kubeflow_values() -> PathBuf {
-    repo_root().join("../shared/fixtures/kubeflow-chart/values.yaml")
+    repo_root().join("tests/fixtures/kubeflow-chart/values.yaml")
 }
 
 fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {

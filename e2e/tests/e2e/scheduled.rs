@@ -212,7 +212,7 @@ async fn a_schedule_runs_on_its_ticks_keeps_its_history_and_stops_when_suspended
 /// `run_time`, under `policy`.
 fn kubeflow_example(name: &str, policy: &str, run_time: &str) -> ScheduledSparkApplication {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/fixtures/kubeflow-examples/spark-pi-scheduled.yaml");
+        .join("../tests/fixtures/kubeflow-examples/spark-pi-scheduled.yaml");
     let text = std::fs::read_to_string(&path).expect("Kubeflow's scheduled example");
     let mut example: serde_json::Value = serde_yaml::from_str(&text).expect("YAML");
     example["metadata"]["name"] = json!(name);
