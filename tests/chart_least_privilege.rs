@@ -17,14 +17,8 @@
 // Test code: a panic is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/kube_access.rs"]
-#[allow(dead_code)]
-mod kube_access;
-
-#[path = "support/chart.rs"]
-#[allow(dead_code)]
-mod chart;
-use chart::*;
+mod support;
+use support::chart::*;
 
 use std::collections::BTreeSet;
 use std::path::Path;

@@ -7,11 +7,9 @@
 // Test code: a panic is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/cli.rs"]
-mod cli;
-#[path = "support/kube_access.rs"]
-mod kube_access;
-use kube_access::*;
+mod support;
+use spark_operator_test_support::kube_access::*;
+use support::cli;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};

@@ -34,12 +34,9 @@
 // Test code: a panic is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/cli.rs"]
-mod cli;
-#[path = "support/kube_access.rs"]
-#[allow(dead_code)]
-mod kube_access;
-use kube_access::*;
+mod support;
+use spark_operator_test_support::kube_access::*;
+use support::cli;
 
 use std::collections::BTreeMap;
 use std::io::Write as _;

@@ -6,10 +6,7 @@
 //! is being written, following it), one without is refused, a request without a token is unauthorized.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a panic in a test is a failed assertion
 
-#[path = "../../tests/support/kube_access.rs"]
-#[allow(dead_code)]
-mod kube_access;
-use kube_access::*;
+use spark_operator_test_support::kube_access::*;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;

@@ -175,7 +175,7 @@ pub fn scheduled_run_name(scheduled_name: &str, timestamp: i64) -> String {
 mod tests {
     use super::*;
 
-    // The captures in shared/design/reference/spark-submit/captured/ (Spark 4.3). The random parts are
+    // The captures in controller/tests/oracle/captured/ (Spark 4.3, from shared/). The random parts are
     // read back from the captured names and fed in; everything else must come out identical.
     const LONG_APP_NAME: &str = "My Spark.Pi_App 2026 with a very long name exceeding sixty-three characters";
 

@@ -807,7 +807,7 @@ pub fn render_markdown(rules: &[Rule]) -> String {
         "Every Kubernetes permission the chart grants, and the operations that need it. Scopes: `cluster` (ClusterRole), \
 `jobNamespaces` (a Role in each job namespace, or a ClusterRole when jobs run in every namespace), `releaseNamespace` \
 (the chart's namespace), `agentNamespace` (the agents' namespace). Resource names are the chart's symbols for the \
-release's object names. The end-to-end tests (`tests/tests/e2e/permissions.rs`) run each component with exactly \
+release's object names. The end-to-end tests (`e2e/tests/e2e/permissions.rs`) run each component with exactly \
 these rules and check that none is missing and none is superfluous.\n\n",
     );
     out.push_str("| Component | Scope | API group | Resources | Verbs | Names | When | Operations |\n");

@@ -1,5 +1,6 @@
 //! The oracle test: for every variant Spark 4.3's spark-submit was captured with
-//! (`shared/design/reference/spark-submit/captured/<variant>/`), the equivalent SparkApplication
+//! (`tests/oracle/captured/<variant>/`, copied from the reference folder's
+//! `shared/design/reference/spark-submit/captured/`), the equivalent SparkApplication
 //! (`tests/oracle/<variant>.yaml`) must give the same objects, field by field, after the capture
 //! tool's normalization, except for the differences listed with their reasons in `oracle/allowed.rs`.
 //! The same for Spark 3.5.3 (`tests/oracle/captured-3.5/<variant>/`, committed here): the same
@@ -38,7 +39,8 @@ use compare::Diff;
 /// The Spark release whose spark-submit a capture was made with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Spark {
-    /// Spark 4.3.0, captured in `shared/` (the capture tool's own variants).
+    /// Spark 4.3.0, captured in `shared/` (the capture tool's own variants) and copied here
+    /// (`tests/oracle/captured/README.md`).
     V4_3,
     /// Spark 3.5.3, captured into this repository (`tests/oracle/captured-3.5/README.md`).
     V3_5,
@@ -47,10 +49,7 @@ enum Spark {
 impl Spark {
     fn captures(self) -> PathBuf {
         match self {
-            Spark::V4_3 => PathBuf::from(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../shared/design/reference/spark-submit/captured"
-            )),
+            Spark::V4_3 => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/oracle/captured")),
             Spark::V3_5 => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/oracle/captured-3.5")),
         }
     }
@@ -239,8 +238,7 @@ fn check_3_5(variant: &str) {
 fn check_release(spark: Spark, variant: &str) {
     assert!(
         captured(spark, variant).is_dir(),
-        "{} is missing: the 4.3 captures are in shared/ (the repository's CI needs it beside it), the 3.5 ones \
-         in tests/oracle/captured-3.5/",
+        "{} is missing: the 4.3 captures are in tests/oracle/captured/, the 3.5 ones in tests/oracle/captured-3.5/",
         captured(spark, variant).display()
     );
     let app = fixture_for(spark, variant);
@@ -370,7 +368,7 @@ fn scala_pi_pod_exists_is_told_apart_from_our_own_driver() {
     // controller must not adopt it (spark-submit got 409 and failed); our own driver is adopted.
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/tools/spark-submit-oracle/templates/existing-driver-pod.json"
+        "/tests/oracle/captured/scala-pi-pod-exists/existing-driver-pod.json"
     );
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let existing: k8s_openapi::api::core::v1::Pod = serde_json::from_str(&text).unwrap();

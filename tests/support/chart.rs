@@ -1,7 +1,7 @@
-//! Shared by the chart's tests (`tests/helm_install.rs`, `tests/chart_least_privilege.rs`), included by
-//! path: the release's names, the skip rules (no Helm SDK, no production binary, no process pods: skip,
-//! but fail under `CI=true`), Helm through `tests/helm/helm.py`, the 3-node cluster the chart is installed
-//! in, spark-pi, and a `spark-operator logs` user. A panic here is a failed test.
+//! Shared by the chart's tests (`tests/helm_install.rs`, `tests/chart_least_privilege.rs`): the release's names,
+//! the skip rules (no Helm SDK, no production binary, no process pods: skip, but fail under `CI=true`), Helm
+//! through `tests/helm/helm.py`, the 3-node cluster the chart is installed in, spark-pi, and a `spark-operator
+//! logs` user. A panic here is a failed test.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use spark_operator_api::SparkApplication;
 use spark_operator_dev::{Cluster, ClusterOptions};
 
-use crate::kube_access::log_reader_kubeconfig;
+use spark_operator_test_support::kube_access::log_reader_kubeconfig;
 
 pub const RELEASE: &str = "spark-operator";
 pub const NAMESPACE: &str = "spark-operator";

@@ -1,5 +1,5 @@
-//! The built `spark-operator` binary, run from the root package's tests (included by path), with the
-//! caller's arguments only: `KUBECONFIG` from the environment is not passed on. A panic here is a failed test.
+//! The built `spark-operator` binary, run from the root package's tests, with the caller's arguments only:
+//! `KUBECONFIG` from the environment is not passed on. A panic here is a failed test.
 
 use std::process::Output;
 
