@@ -36,6 +36,9 @@ pub struct SimConfig {
     /// Pod Security admission (see [`crate::admission::pod_security`]); on by default, as in
     /// kube-apiserver.
     pub pod_security_admission: bool,
+    /// `OwnerReferencesPermissionEnforcement` (see [`crate::admission::owner_references`]); off by default,
+    /// as in kube-apiserver (OpenShift turns it on).
+    pub owner_references_permission_enforcement: bool,
     /// Publish the `kube-root-ca.crt` ConfigMap in every namespace, as real clusters do. Off by
     /// default: tests that count the objects of a namespace do not expect it yet.
     pub root_ca_configmap: bool,
@@ -64,6 +67,7 @@ impl SimConfig {
             admission_webhooks: true,
             builtin_admission: true,
             pod_security_admission: true,
+            owner_references_permission_enforcement: false,
             root_ca_configmap: false,
             workload_controllers: true,
             nodes: crate::node::NodesConfig::default(),
@@ -139,6 +143,7 @@ impl Sim {
             builtin: config.builtin_admission,
             pod_security: config.pod_security_admission,
             webhooks: config.admission_webhooks,
+            owner_references_permission_enforcement: config.owner_references_permission_enforcement,
             root_ca_pem: config.root_ca_configmap.then(|| pki.ca_cert_pem.clone()),
         };
         let mut controllers = crate::admission::install(&store, &admission);

@@ -720,3 +720,103 @@ async fn the_fake_driver_needs_its_role() {
         sim.shutdown().await;
     }
 }
+
+/// OwnerReferencesPermissionEnforcement as kube-apiserver enforces it (on in `spark-operator dev`, as
+/// OpenShift runs it): a `blockOwnerDeletion: true` reference needs `update` on the owner's `finalizers`;
+/// a reference without it does not; an update that changes references needs `delete` on the object; and
+/// with the plugin off (kube-apiserver's default) nothing of this is asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocking_an_owners_deletion_needs_update_on_its_finalizers() {
+    for enforced in [true, false] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut config = SimConfig::new(dir.path().join("data"));
+        config.owner_references_permission_enforcement = enforced;
+        let sim = Sim::start(config).await.expect("sim starts");
+        let token = setup(&sim).await;
+        let store = sim.store();
+        create(
+            store,
+            &rbac("roles"),
+            NS,
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": { "name": "writer" },
+                "rules": [{ "apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "create", "update"] }],
+            }),
+        )
+        .await;
+        bind(store, "writer", "Role", "writer").await;
+        let (_, owner) = admin(&sim, "GET", &format!("/api/v1/namespaces/{NS}/configmaps/a"), None).await;
+        let uid = owner["metadata"]["uid"].as_str().expect("uid").to_owned();
+        let dependent = |name: &str, block: Option<bool>| {
+            let mut reference = json!({ "apiVersion": "v1", "kind": "ConfigMap", "name": "a", "uid": uid });
+            if let Some(block) = block {
+                reference["blockOwnerDeletion"] = json!(block);
+            }
+            json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": name, "ownerReferences": [reference] } })
+        };
+        let post = |body: Value| {
+            let (sim, token) = (&sim, &token);
+            async move {
+                call(
+                    sim,
+                    token,
+                    "POST",
+                    &format!("/api/v1/namespaces/{NS}/configmaps"),
+                    Some(body),
+                    &[],
+                )
+                .await
+            }
+        };
+        let (code, _, text) = post(dependent("loose", Some(false))).await;
+        assert_eq!(code, 201, "{text}");
+        let (code, status, text) = post(dependent("blocking", Some(true))).await;
+        if enforced {
+            assert_eq!(code, 403, "{text}");
+            assert_eq!(
+                status["message"].as_str().unwrap_or_default(),
+                r#"configmaps "blocking" is forbidden: cannot set blockOwnerDeletion if an ownerReference refers to a resource you can't set finalizers on: , <nil>"#
+            );
+        } else {
+            assert_eq!(code, 201, "{text}");
+        }
+        // Changing the references of an existing object needs `delete` on it, which the Role does not give.
+        let mut changed = dependent("loose", None);
+        changed["metadata"]["ownerReferences"][0]["controller"] = json!(true);
+        let (code, _, text) = call(
+            &sim,
+            &token,
+            "PUT",
+            &format!("/api/v1/namespaces/{NS}/configmaps/loose"),
+            Some(changed),
+            &[],
+        )
+        .await;
+        if enforced {
+            assert_eq!(code, 403, "{text}");
+            assert!(
+                text.contains("cannot set an ownerRef on a resource you can't delete"),
+                "{text}"
+            );
+        } else {
+            assert_eq!(code, 200, "{text}");
+        }
+        if enforced {
+            // Granted the owner's finalizers, the blocking reference is admitted.
+            create(
+                store,
+                &rbac("roles"),
+                NS,
+                json!({
+                    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": { "name": "finalizers" },
+                    "rules": [{ "apiGroups": [""], "resources": ["configmaps/finalizers"], "verbs": ["update"] }],
+                }),
+            )
+            .await;
+            bind(store, "finalizers", "Role", "finalizers").await;
+            let (code, _, text) = post(dependent("blocking", Some(true))).await;
+            assert_eq!(code, 201, "{text}");
+        }
+        sim.shutdown().await;
+    }
+}

@@ -3,10 +3,11 @@
 //! [`crate::admission_seam`], plus the controllers they depend on.
 //!
 //! [`install`] registers them in the apiserver's order: NamespaceLifecycle, ServiceAccount,
-//! PodSecurity ([`pod_security`], validating only), then the webhooks (mutating webhooks after
+//! OwnerReferencesPermissionEnforcement ([`owner_references`], when enabled, validating only), PodSecurity ([`pod_security`], validating only), then the webhooks (mutating webhooks after
 //! the built-in mutations, validating webhooks in the validating phase after PodSecurity).
 
 pub mod builtin;
+pub mod owner_references;
 pub mod pod_security;
 pub mod webhooks;
 
@@ -24,6 +25,8 @@ pub struct AdmissionConfig {
     pub pod_security: bool,
     /// Mutating and validating admission webhooks.
     pub webhooks: bool,
+    /// `OwnerReferencesPermissionEnforcement` ([`owner_references`]): off, as in kube-apiserver by default.
+    pub owner_references_permission_enforcement: bool,
     /// The cluster CA (PEM), published as the `kube-root-ca.crt` ConfigMap in every namespace.
     pub root_ca_pem: Option<String>,
 }
@@ -34,6 +37,7 @@ impl Default for AdmissionConfig {
             builtin: true,
             pod_security: true,
             webhooks: true,
+            owner_references_permission_enforcement: false,
             root_ca_pem: None,
         }
     }
@@ -51,6 +55,11 @@ pub fn install(store: &Store, config: &AdmissionConfig) -> Vec<BackgroundTask> {
             store,
             config.root_ca_pem.clone(),
         ));
+    }
+    if config.owner_references_permission_enforcement {
+        store.add_admission_plugin(Arc::new(owner_references::OwnerReferencesPermissionEnforcement::new(
+            store.clone(),
+        )));
     }
     if config.pod_security {
         store.add_admission_plugin(Arc::new(pod_security::PodSecurity::new(store.clone())));
