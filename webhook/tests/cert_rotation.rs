@@ -438,3 +438,35 @@ async fn ca_bundle_apply_leaves_the_installers_fields() {
     assert_installer_fields_intact(&client).await;
     sim.shutdown().await;
 }
+
+/// A configuration installed after the replica started gets its `caBundle` from the watch event, not
+/// from the periodic check (set to an hour here, so only the event can fill it): until then the API
+/// server could not call the webhook and would fail every admission closed (issue 30, fault 6).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_configuration_created_later_gets_its_ca_bundle_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = start_sim(dir.path()).await;
+    let client = sim.client().await.unwrap();
+    let timing = Timing {
+        check_every: Duration::from_secs(3600),
+        ..Timing::default()
+    };
+    let replica = Replica::start(client.clone(), "127.0.0.2".parse().unwrap(), 0, &timing).await;
+    tokio::time::timeout(LIMIT, replica.manager.wait_loaded())
+        .await
+        .unwrap();
+    // Let the replica settle into its long wait before the configuration appears.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(ca_bundle(&client).await.is_empty(), "no configuration yet");
+    install_configuration(&client).await;
+    let filled = poll(Duration::from_secs(20), || async {
+        (!ca_bundle(&client).await.is_empty()).then_some(())
+    })
+    .await;
+    assert!(
+        filled.is_some(),
+        "caBundle not filled within 20 s of the configuration's creation"
+    );
+    assert_installer_fields_intact(&client).await;
+    sim.shutdown().await;
+}

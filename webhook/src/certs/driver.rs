@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use futures::StreamExt as _;
 use jiff::Timestamp;
+use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, PostParams};
@@ -383,6 +384,29 @@ async fn watch_secret(secrets: Api<Secret>, name: String, observed: watch::Sende
     }
 }
 
+/// Wakes the authority whenever one of the configurations it keeps appears or changes, so a configuration
+/// created after the operator started (an install that applies the chart's configurations last, a
+/// reinstall) gets its `caBundle` at once instead of at the next periodic check: until then the API
+/// server cannot call the webhook, and fails every admission closed. Our own apply comes back as an event
+/// too; its round finds nothing to change. Without `list`/`watch` on the configurations (an older chart's
+/// RBAC) the watch only logs, and the periodic check remains.
+async fn watch_configuration<K>(configurations: Api<K>, name: String, authority: Arc<Authority>)
+where
+    K: kube::Resource + Clone + std::fmt::Debug + k8s_openapi::serde::de::DeserializeOwned + Send + Sync + 'static,
+{
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut events = std::pin::pin!(watcher::watcher(configurations, config).default_backoff());
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(Event::Apply(_) | Event::InitApply(_)) => authority.wake.notify_one(),
+            Ok(_) => {}
+            Err(error) => {
+                tracing::debug!(configuration = name, error = %ErrorChain(&error), "watching a webhook configuration")
+            }
+        }
+    }
+}
+
 /// Keeps the resolver serving a certificate from the Secret's current CA.
 async fn serve_leaf(
     authority: Arc<Authority>,
@@ -449,7 +473,7 @@ pub(crate) fn spawn_managed(
         return vec![AbortOnDrop(tokio::spawn(authority.run_naive(resolver, loaded)))];
     }
     let (observed_tx, observed) = watch::channel(None);
-    vec![
+    let mut tasks = vec![
         AbortOnDrop(tokio::spawn(watch_secret(
             authority.secrets.clone(),
             authority.config.secret_name.clone(),
@@ -461,8 +485,25 @@ pub(crate) fn spawn_managed(
             resolver,
             loaded,
         ))),
-        AbortOnDrop(tokio::spawn(authority.run(observed))),
-    ]
+    ];
+    for target in &authority.config.configurations {
+        let client = authority.client.clone();
+        let name = target.name.clone();
+        tasks.push(AbortOnDrop(match target.kind {
+            bundle::Kind::Mutating => tokio::spawn(watch_configuration::<MutatingWebhookConfiguration>(
+                Api::all(client),
+                name,
+                authority.clone(),
+            )),
+            bundle::Kind::Validating => tokio::spawn(watch_configuration::<ValidatingWebhookConfiguration>(
+                Api::all(client),
+                name,
+                authority.clone(),
+            )),
+        }));
+    }
+    tasks.push(AbortOnDrop(tokio::spawn(authority.run(observed))));
+    tasks
 }
 
 /// Serves the files, reading them again every poll interval.
