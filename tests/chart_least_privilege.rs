@@ -231,6 +231,14 @@ fn scenario_of(rule: &Rule) -> Result<Result<Scenario, &'static str>, String> {
             }
             (Operator, JobNamespaces, "scheduledsparkapplications/status", "patch") => Schedule,
             (Operator, JobNamespaces, "sparkapplications/status", "patch") => SparkPi,
+            // The driver pod is owned by its application with blockOwnerDeletion (the scheduled runs by
+            // their schedule the same way; one rule covers both).
+            (
+                Operator,
+                JobNamespaces,
+                "sparkapplications/finalizers,scheduledsparkapplications/finalizers",
+                "update",
+            ) => SparkPi,
             (Operator, JobNamespaces, "pods", "get,list,watch") => RestartOperator { missing: None },
             (Operator, JobNamespaces, "pods", "create" | "patch") => SparkPi,
             (Operator, JobNamespaces, "pods", "delete") => SpecChangeOfARunningApp,
@@ -292,9 +300,20 @@ fn refusal_within(cluster: &Cluster, mark: u64, rule: &Rule) -> Option<String> {
     refusals_since(cluster, mark, &user_of(rule.component))
         .into_iter()
         .find(|(verb, group, resource, ns, name)| {
-            namespace.is_none_or(|n| n == ns) && rule.allows(group, resource, verb, name.as_deref(), resolve)
+            namespace.is_none_or(|n| n == ns)
+                && (rule.allows(group, resource, verb, name.as_deref(), resolve)
+                    // OwnerReferencesPermissionEnforcement refuses the dependent's write (the UI Service
+                    // applied, the driver pod created, owned with blockOwnerDeletion), not a request on
+                    // the owner's finalizers.
+                    || (guards_owner_finalizers(rule) && matches!(verb.as_str(), "create" | "patch" | "update")))
         })
         .map(|(verb, group, resource, ns, name)| format!("{verb} {group}/{resource} {ns}/{}", name.unwrap_or_default()))
+}
+
+/// A rule that lets the component set `blockOwnerDeletion` on references to its owners' kinds: its
+/// absence shows as the dependent's write refused at admission.
+fn guards_owner_finalizers(rule: &Rule) -> bool {
+    rule.verbs == ["update"] && rule.resources.iter().all(|r| r.ends_with("/finalizers"))
 }
 
 /// The pods of a workload (its selector), in `namespace`.

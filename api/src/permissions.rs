@@ -190,8 +190,10 @@ pub static RULES: &[Rule] = &[
             Cluster,
             &["admissionregistration.k8s.io"],
             &["mutatingwebhookconfigurations"],
-            &["get", "patch"],
-            &["webhook: keep the caBundle of the mutating webhook configuration"],
+            &["get", "list", "watch", "patch"],
+            &[
+                "webhook: keep the caBundle of the mutating webhook configuration (watched, so one created later gets it at once)",
+            ],
         ),
         &[MutatingWebhookConfiguration],
     ),
@@ -201,8 +203,10 @@ pub static RULES: &[Rule] = &[
             Cluster,
             &["admissionregistration.k8s.io"],
             &["validatingwebhookconfigurations"],
-            &["get", "patch"],
-            &["webhook: keep the caBundle of the validating webhook configuration"],
+            &["get", "list", "watch", "patch"],
+            &[
+                "webhook: keep the caBundle of the validating webhook configuration (watched, so one created later gets it at once)",
+            ],
         ),
         &[ValidatingWebhookConfiguration],
     ),
@@ -236,6 +240,17 @@ pub static RULES: &[Rule] = &[
             "controller: follow SparkApplications",
             "webhook: find the SparkApplication of a driver or executor pod",
             "report receiver: read the SparkApplication of a report",
+        ],
+    ),
+    rule(
+        Operator,
+        JobNamespaces,
+        SPARK,
+        &["sparkapplications/finalizers", "scheduledsparkapplications/finalizers"],
+        &["update"],
+        &[
+            "controller: own a driver pod by its application with blockOwnerDeletion (OwnerReferencesPermissionEnforcement)",
+            "scheduled: own a run by its ScheduledSparkApplication with blockOwnerDeletion (OwnerReferencesPermissionEnforcement)",
         ],
     ),
     rule(

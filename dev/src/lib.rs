@@ -123,6 +123,9 @@ impl Cluster {
         let mut config = SimConfig::new(data_dir);
         config.kubeconfig_path = options.kubeconfig.clone();
         config.port = options.port;
+        // As OpenShift runs it: an operator whose RBAC lacks what blockOwnerDeletion needs fails here as it
+        // would there, not only in production.
+        config.owner_references_permission_enforcement = true;
         config.nodes = NodesConfig {
             nodes: (1..=options.nodes)
                 .map(|i| NodeSpec::numbered(i).capacity(&options.node_cpu, &options.node_memory, options.node_pods))
