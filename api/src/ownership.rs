@@ -38,6 +38,9 @@ pub enum OwnerLookupOutcome {
     ClusterScoped,
     /// The kind is not served by the API server (Kubernetes then leaves the dependent alone until it is).
     UnknownKind,
+    /// The operator may not read objects of that kind (a 403 on the GET): the owner cannot be checked, which
+    /// is no reason to refuse the object; the message says what the API server answered.
+    NotAllowed(String),
     /// The lookup itself failed; the message says why.
     Failed(String),
 }
@@ -64,6 +67,25 @@ pub fn owner_lookups(metadata: &ObjectMeta, default_namespace: Option<&str>) -> 
         .collect()
 }
 
+/// Warnings for the owners that could not be checked but are no reason to refuse the object: a kind the
+/// cluster does not serve, and a kind the operator may not read.
+pub fn owner_reference_warnings(outcomes: &[(OwnerLookup, OwnerLookupOutcome)]) -> Vec<String> {
+    outcomes
+        .iter()
+        .filter_map(|(lookup, outcome)| match outcome {
+            OwnerLookupOutcome::UnknownKind => Some(format!(
+                "{}: the cluster does not serve {} {}, so the garbage collector leaves this object alone until it does",
+                lookup.path, lookup.api_version, lookup.kind
+            )),
+            OwnerLookupOutcome::NotAllowed(reason) => Some(format!(
+                "{}: could not check that the owner {} {}/{} exists in namespace {:?}, as the operator may not read that kind ({reason}). If it is not there, Kubernetes garbage-collects this object at once; to have such owners checked, list the kind in the chart's `webhook.ownerResources`",
+                lookup.path, lookup.api_version, lookup.kind, lookup.name, lookup.namespace
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Errors for the owners the garbage collector would not find, and for failed lookups (the webhook must
 /// not admit an object it could not check).
 pub fn owner_reference_errors(outcomes: &[(OwnerLookup, OwnerLookupOutcome)]) -> Vec<FieldError> {
@@ -76,7 +98,9 @@ pub fn owner_reference_errors(outcomes: &[(OwnerLookup, OwnerLookupOutcome)]) ->
         let consequence = "ownerReferences have no namespace, so Kubernetes looks the owner up in this object's namespace and, not finding it, garbage-collects this object at once";
         let message = match outcome {
             OwnerLookupOutcome::Found { uid } if *uid == lookup.uid => continue,
-            OwnerLookupOutcome::ClusterScoped | OwnerLookupOutcome::UnknownKind => continue,
+            OwnerLookupOutcome::ClusterScoped | OwnerLookupOutcome::UnknownKind | OwnerLookupOutcome::NotAllowed(_) => {
+                continue;
+            }
             OwnerLookupOutcome::Found { uid } => format!(
                 "the owner {owner} is not in namespace {:?}: an object of that name there has uid {uid}. {consequence}. Remove the ownerReference, or point it at the object in this namespace",
                 lookup.namespace

@@ -481,6 +481,35 @@ fn check_rbac(helm: &Helm, values: Value, when: &[&str], job_namespaces: &[&str]
     assert_eq!(roles.len(), seen, "{:?}", summary(&objects));
 }
 
+/// `webhook.ownerResources` grants the operator `get` on each listed kind in the job namespaces, so the
+/// webhook checks such owners in full (issue 30, fault 2); nothing else changes, and no wildcard appears.
+#[test]
+fn listed_owner_kinds_become_reads_in_the_job_namespaces() {
+    let Some(helm) = Helm::new() else { return };
+    let values = json!({"spark": {"jobNamespaces": ["a"]}, "webhook": {"ownerResources": ["workflows.argoproj.io", "configmaps"]}});
+    let with = objects(&render(&helm, &values));
+    let role = find(&with, "Role", "spark-operator-controller-jobs");
+    assert_eq!(role["metadata"]["namespace"], "a");
+    let rules = role["rules"].as_array().unwrap();
+    let tail: Vec<&Value> = rules.iter().rev().take(2).rev().collect();
+    assert_eq!(
+        tail,
+        [
+            &json!({"apiGroups": ["argoproj.io"], "resources": ["workflows"], "verbs": ["get"]}),
+            &json!({"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}),
+        ]
+    );
+    let without = objects(&render(&helm, &json!({"spark": {"jobNamespaces": ["a"]}})));
+    let plain = find(&without, "Role", "spark-operator-controller-jobs");
+    assert_eq!(plain["rules"].as_array().unwrap().len() + 2, rules.len());
+    for object in &with {
+        for rule in object["rules"].as_array().into_iter().flatten() {
+            assert!(!rule["resources"].to_string().contains('*'), "{rule}");
+            assert!(!rule["verbs"].to_string().contains('*'), "{rule}");
+        }
+    }
+}
+
 #[test]
 fn rbac_is_exactly_what_permissions_yaml_gives() {
     let Some(helm) = Helm::new() else { return };

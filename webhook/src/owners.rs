@@ -72,6 +72,9 @@ impl Owners {
                 uid: owner.metadata.uid.unwrap_or_default(),
             },
             Ok(None) => OwnerLookupOutcome::NotFound,
+            // RBAC does not let the operator read this kind (the chart grants reads of the kinds listed
+            // in `webhook.ownerResources` only): unchecked, not refused.
+            Err(kube::Error::Api(status)) if status.code == 403 => OwnerLookupOutcome::NotAllowed(status.message),
             Err(error) => OwnerLookupOutcome::Failed(kube_error(&error)),
         }
     }

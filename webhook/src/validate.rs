@@ -7,7 +7,9 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use spark_operator_api::field::FieldError;
 use spark_operator_api::manifest::check_manifest;
-use spark_operator_api::ownership::{OwnerLookup, OwnerLookupOutcome, owner_lookups, owner_reference_errors};
+use spark_operator_api::ownership::{
+    OwnerLookup, OwnerLookupOutcome, owner_lookups, owner_reference_errors, owner_reference_warnings,
+};
 use spark_operator_api::validation::ValidationContext;
 
 use crate::review::{Answer, Request};
@@ -114,14 +116,7 @@ pub fn verdict(checked: Checked, outcomes: &[(OwnerLookup, OwnerLookupOutcome)])
     let mut errors = checked.errors;
     errors.extend(owner_reference_errors(outcomes));
     let mut warnings = checked.warnings;
-    for (lookup, outcome) in outcomes {
-        if *outcome == OwnerLookupOutcome::UnknownKind {
-            warnings.push(format!(
-                "{}: the cluster does not serve {} {}, so the garbage collector leaves this object alone until it does",
-                lookup.path, lookup.api_version, lookup.kind
-            ));
-        }
-    }
+    warnings.extend(owner_reference_warnings(outcomes));
     let mut answer = if errors.is_empty() {
         Answer::allow()
     } else {
@@ -255,6 +250,27 @@ mod tests {
             "{:?}",
             answer.warnings
         );
+    }
+
+    /// An owner of a kind the operator may not read is no reason to refuse (issue 30, fault 2): admitted,
+    /// with a warning that says what could not be checked and what Kubernetes does if the owner is missing.
+    #[test]
+    fn an_owner_the_operator_may_not_read_is_admitted_with_a_warning() {
+        let checked = check(&request(app("512m", owner())));
+        let forbidden = vec![(
+            checked.lookups[0].clone(),
+            OwnerLookupOutcome::NotAllowed("workflows.argoproj.io \"wf\" is forbidden".into()),
+        )];
+        let answer = verdict(checked, &forbidden);
+        assert!(answer.allowed(), "{:?}", answer.denial);
+        let warning = answer
+            .warnings
+            .iter()
+            .find(|w| w.starts_with("metadata.ownerReferences[0]"))
+            .expect("a warning about the owner");
+        assert!(warning.contains("could not check"), "{warning}");
+        assert!(warning.contains("garbage-collects"), "{warning}");
+        assert!(warning.contains("webhook.ownerResources"), "{warning}");
     }
 
     #[test]
