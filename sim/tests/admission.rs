@@ -374,83 +374,55 @@ async fn webhooks_mutate_and_deny_as_configured() {
     );
 }
 
+/// Webhooks' warnings reach the client as `Warning` headers, from either phase (the apiserver records every
+/// webhook's warnings, whatever its phase or verdict).
 #[tokio::test]
 async fn warnings_reach_the_client_as_warning_headers() {
-    let (sim, _dir, client) = start().await;
-    let ca = TestCa::new("test-webhook-ca");
-    let server = start_webhook(&ca, &["127.0.0.1"]).await;
-    configure(
-        &sim,
-        "MutatingWebhookConfiguration",
-        "warner",
-        json!([hook(
-            "warn.test.io",
-            &server.url("/mutate"),
-            &ca.bundle(),
-            &["configmaps"],
-            json!({})
-        )]),
-    )
-    .await;
-    let body = serde_json::to_vec(&cm("w", json!({}))).expect("body");
-    let request = http::Request::post("/api/v1/namespaces/default/configmaps")
-        .header("content-type", "application/json")
-        .body(body)
-        .expect("request");
-    let response = client
-        .send(request.map(kube::client::Body::from))
-        .await
-        .expect("response");
-    assert_eq!(response.status(), 201);
-    let warnings: Vec<String> = response
-        .headers()
-        .get_all("warning")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .map(str::to_string)
-        .collect();
-    assert_eq!(warnings, ["299 - \"mutated by the test webhook\""]);
-}
-
-/// A validating webhook's warnings reach the client too (the apiserver records every webhook's warnings,
-/// whatever its phase or verdict).
-#[tokio::test]
-async fn validating_webhook_warnings_reach_the_client() {
-    let (sim, _dir, client) = start().await;
-    let ca = TestCa::new("test-webhook-ca");
-    let server = start_webhook(&ca, &["127.0.0.1"]).await;
-    configure(
-        &sim,
-        "ValidatingWebhookConfiguration",
-        "warner",
-        json!([hook(
-            "warn.test.io",
-            &server.url("/warn"),
-            &ca.bundle(),
-            &["configmaps"],
-            json!({})
-        )]),
-    )
-    .await;
-    let body = serde_json::to_vec(&cm("vw", json!({}))).expect("body");
-    let request = http::Request::post("/api/v1/namespaces/default/configmaps")
-        .header("content-type", "application/json")
-        .body(body)
-        .expect("request");
-    let response = client
-        .send(request.map(kube::client::Body::from))
-        .await
-        .expect("response");
-    assert_eq!(response.status(), 201);
-    let warnings: Vec<String> = response
-        .headers()
-        .get_all("warning")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .map(str::to_string)
-        .collect();
-    assert_eq!(warnings, ["299 - \"validated by the test webhook\""]);
-    assert_eq!(server.calls_to("/warn").len(), 1);
+    let cases = [
+        ("MutatingWebhookConfiguration", "/mutate", "mutated by the test webhook"),
+        (
+            "ValidatingWebhookConfiguration",
+            "/warn",
+            "validated by the test webhook",
+        ),
+    ];
+    for (kind, path, warning) in cases {
+        let (sim, _dir, client) = start().await;
+        let ca = TestCa::new("test-webhook-ca");
+        let server = start_webhook(&ca, &["127.0.0.1"]).await;
+        configure(
+            &sim,
+            kind,
+            "warner",
+            json!([hook(
+                "warn.test.io",
+                &server.url(path),
+                &ca.bundle(),
+                &["configmaps"],
+                json!({})
+            )]),
+        )
+        .await;
+        let body = serde_json::to_vec(&cm("w", json!({}))).expect("body");
+        let request = http::Request::post("/api/v1/namespaces/default/configmaps")
+            .header("content-type", "application/json")
+            .body(body)
+            .expect("request");
+        let response = client
+            .send(request.map(kube::client::Body::from))
+            .await
+            .expect("response");
+        assert_eq!(response.status(), 201, "{kind}");
+        let warnings: Vec<String> = response
+            .headers()
+            .get_all("warning")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .map(str::to_string)
+            .collect();
+        assert_eq!(warnings, [format!("299 - {warning:?}")], "{kind}");
+        assert_eq!(server.calls_to(path).len(), 1, "{kind}");
+    }
 }
 
 #[tokio::test]
