@@ -19,6 +19,7 @@ use spark_operator_runtime::{Runtime, RuntimeArgs, shutdown::Shutdown};
 
 pub mod agents;
 pub mod helm;
+pub mod real;
 
 /// A running simulated cluster with the operator's CRDs (set up as `spark-operator dev` sets it up).
 pub struct Cluster {
