@@ -99,33 +99,62 @@ fn rule(operations: &[&str], group: &str, resource: &str) -> RuleWithOperations 
     }
 }
 
-/// The mutating configuration: Spark pods (the launched-by label) on CREATE.
+/// The mutating configuration: Spark pods (the launched-by label) on CREATE; and the applications' check
+/// (the validating webhooks' path) on CREATE and UPDATE, because the mutating phase runs before the API
+/// server's own validation (names, the CRD schema): a manifest with several mistakes is refused once with
+/// all of them. That check never changes the object; the validating webhooks check the final one.
 pub fn mutating(input: &ConfigurationInput) -> MutatingWebhookConfiguration {
+    let check = |name: &str, path: &str, resource: &str| MutatingWebhook {
+        name: name.into(),
+        admission_review_versions: vec!["v1".into()],
+        client_config: client_config(input, path),
+        failure_policy: Some(input.failure_policy.clone()),
+        match_policy: Some("Exact".into()),
+        namespace_selector: namespace_selector(&input.scope),
+        reinvocation_policy: Some("Never".into()),
+        rules: Some(vec![rule(&["CREATE", "UPDATE"], "sparkoperator.k8s.io", resource)]),
+        side_effects: "None".into(),
+        timeout_seconds: Some(input.timeout_seconds),
+        ..MutatingWebhook::default()
+    };
+    let pods = MutatingWebhook {
+        name: "mutate-pods.sparkoperator.k8s.io".into(),
+        admission_review_versions: vec!["v1".into()],
+        client_config: client_config(input, MUTATE_POD_PATH),
+        failure_policy: Some(input.failure_policy.clone()),
+        match_policy: Some("Exact".into()),
+        namespace_selector: namespace_selector(&input.scope),
+        object_selector: Some(LabelSelector {
+            match_labels: Some(BTreeMap::from([(
+                LABEL_LAUNCHED_BY_SPARK_OPERATOR.to_owned(),
+                LABEL_VALUE_TRUE.to_owned(),
+            )])),
+            match_expressions: None,
+        }),
+        reinvocation_policy: Some("Never".into()),
+        rules: Some(vec![rule(&["CREATE"], "", "pods")]),
+        side_effects: "None".into(),
+        timeout_seconds: Some(input.timeout_seconds),
+        ..MutatingWebhook::default()
+    };
     MutatingWebhookConfiguration {
         metadata: ObjectMeta {
             name: Some(MUTATING_NAME.into()),
             ..ObjectMeta::default()
         },
-        webhooks: Some(vec![MutatingWebhook {
-            name: "mutate-pods.sparkoperator.k8s.io".into(),
-            admission_review_versions: vec!["v1".into()],
-            client_config: client_config(input, MUTATE_POD_PATH),
-            failure_policy: Some(input.failure_policy.clone()),
-            match_policy: Some("Exact".into()),
-            namespace_selector: namespace_selector(&input.scope),
-            object_selector: Some(LabelSelector {
-                match_labels: Some(BTreeMap::from([(
-                    LABEL_LAUNCHED_BY_SPARK_OPERATOR.to_owned(),
-                    LABEL_VALUE_TRUE.to_owned(),
-                )])),
-                match_expressions: None,
-            }),
-            reinvocation_policy: Some("Never".into()),
-            rules: Some(vec![rule(&["CREATE"], "", "pods")]),
-            side_effects: "None".into(),
-            timeout_seconds: Some(input.timeout_seconds),
-            ..MutatingWebhook::default()
-        }]),
+        webhooks: Some(vec![
+            pods,
+            check(
+                "check-sparkapplications.sparkoperator.k8s.io",
+                VALIDATE_PATH,
+                "sparkapplications",
+            ),
+            check(
+                "check-scheduledsparkapplications.sparkoperator.k8s.io",
+                VALIDATE_SCHEDULED_PATH,
+                "scheduledsparkapplications",
+            ),
+        ]),
     }
 }
 
@@ -194,5 +223,18 @@ mod tests {
             &vec!["jobs".to_owned()]
         );
         assert_eq!(validating(&input).webhooks.unwrap().len(), 2);
+        let checks: Vec<_> = mutating.webhooks.unwrap().into_iter().skip(1).collect();
+        assert_eq!(
+            checks
+                .iter()
+                .map(|w| w
+                    .client_config
+                    .url
+                    .clone()
+                    .or(w.client_config.service.clone().and_then(|s| s.path)))
+                .collect::<Vec<_>>(),
+            vec![Some(VALIDATE_PATH.to_owned()), Some(VALIDATE_SCHEDULED_PATH.to_owned())],
+            "the mutating phase runs the validating webhooks' check"
+        );
     }
 }

@@ -115,6 +115,11 @@ pub struct WebhookArgs {
     #[arg(long, requires = "webhook_cert_file")]
     pub webhook_key_file: Option<std::path::PathBuf>,
 
+    /// How often, in seconds, a replica looks at the CA Secret and the webhook configurations' `caBundle`
+    /// when no watch event came (a configuration created later is filled on its watch event at once).
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub webhook_certificate_check_interval: u64,
+
     /// Serve plain HTTP instead of TLS: only behind something that terminates TLS for it (kube-apiserver
     /// itself calls webhooks over HTTPS only).
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
@@ -163,6 +168,7 @@ impl WebhookArgs {
         subject.ip_addresses = self.webhook_ip_addresses.clone();
         let mut managed = Managed::new(&self.webhook_namespace, subject);
         managed.secret_name = self.webhook_ca_secret.clone();
+        managed.timing.check_every = Duration::from_secs(self.webhook_certificate_check_interval);
         if !self.webhook_ca_config_map.is_empty() {
             managed.ca_config_map = Some(crate::certs::CaConfigMap {
                 namespace: self

@@ -6,5 +6,6 @@
 //! `tests/real-k8s/build.sh`; under `CI=true` it fails instead.
 
 pub mod control_plane;
+pub mod operator;
 
 pub use control_plane::ControlPlane;

@@ -11,16 +11,30 @@ use std::future::Future;
 use std::pin::Pin;
 
 use futures::FutureExt;
+use serde_json::json;
 use spark_operator_e2e::real::ControlPlane;
+use spark_operator_e2e::real::operator::Install;
 
+mod admission;
 mod kubelet;
+mod support;
+
+use support::Tier;
 
 /// One scenario: a name (what `-- NAME` filters on) and its body.
-type Body = fn(&'static ControlPlane) -> Pin<Box<dyn Future<Output = ()> + Send>>;
+type Body = fn(&'static Tier) -> Pin<Box<dyn Future<Output = ()> + Send>>;
 
-const SCENARIOS: &[(&str, Body)] = &[("kubelet_runs_pods_and_drivers_make_executors", |cp| {
-    Box::pin(kubelet::runs_pods_and_drivers_make_executors(cp))
-})];
+const SCENARIOS: &[(&str, Body)] = &[
+    ("kubelet_runs_pods_and_drivers_make_executors", |tier| {
+        Box::pin(kubelet::runs_pods_and_drivers_make_executors(tier.control_plane))
+    }),
+    ("admission_examples_mistakes_and_warnings", |tier| {
+        Box::pin(admission::examples_mistakes_and_warnings(tier))
+    }),
+];
+
+/// The job namespaces of the tier's chart installation (the webhook's namespaceSelector lists them).
+const JOB_NAMESPACES: &[&str] = &[admission::NAMESPACE];
 
 fn main() {
     spark_operator_e2e::init_logging();
@@ -44,10 +58,19 @@ fn main() {
         .enable_all()
         .build()
         .expect("a runtime");
+    let install = runtime.block_on(Install::new(control_plane, JOB_NAMESPACES, json!({})));
+    let Some(install) = install else {
+        return;
+    };
+    let tier: &'static Tier = Box::leak(Box::new(Tier { control_plane, install }));
     let mut failed = Vec::new();
-    println!("\nrunning {} scenarios on the real control plane ({})", chosen.len(), control_plane.data_dir().display());
+    println!(
+        "\nrunning {} scenarios on the real control plane ({})",
+        chosen.len(),
+        control_plane.data_dir().display()
+    );
     for (name, body) in &chosen {
-        let outcome = runtime.block_on(std::panic::AssertUnwindSafe(body(control_plane)).catch_unwind());
+        let outcome = runtime.block_on(std::panic::AssertUnwindSafe(body(tier)).catch_unwind());
         match outcome {
             Ok(()) => println!("test {name} ... ok"),
             Err(_) => {
