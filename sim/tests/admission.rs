@@ -425,6 +425,49 @@ async fn warnings_reach_the_client_as_warning_headers() {
     }
 }
 
+/// A text warned by webhooks in both phases reaches the client once: kube-apiserver's warning recorder drops a
+/// text it already recorded for the request (the operator's application check runs in both phases).
+#[tokio::test]
+async fn the_same_warning_from_both_phases_reaches_the_client_once() {
+    let (sim, _dir, client) = start().await;
+    let ca = TestCa::new("test-webhook-ca");
+    let server = start_webhook(&ca, &["127.0.0.1"]).await;
+    for kind in ["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"] {
+        configure(
+            &sim,
+            kind,
+            "warner",
+            json!([hook(
+                "warn.test.io",
+                &server.url("/warn"),
+                &ca.bundle(),
+                &["configmaps"],
+                json!({})
+            )]),
+        )
+        .await;
+    }
+    let body = serde_json::to_vec(&cm("w", json!({}))).expect("body");
+    let request = http::Request::post("/api/v1/namespaces/default/configmaps")
+        .header("content-type", "application/json")
+        .body(body)
+        .expect("request");
+    let response = client
+        .send(request.map(kube::client::Body::from))
+        .await
+        .expect("response");
+    assert_eq!(response.status(), 201);
+    let warnings: Vec<String> = response
+        .headers()
+        .get_all("warning")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .map(str::to_string)
+        .collect();
+    assert_eq!(server.calls_to("/warn").len(), 2, "both phases called the webhook");
+    assert_eq!(warnings, [format!("299 - {:?}", "validated by the test webhook")]);
+}
+
 #[tokio::test]
 async fn failure_policy_decides_when_the_webhook_cannot_be_called() {
     let (sim, _dir, client) = start().await;

@@ -40,9 +40,12 @@ pub fn error(err: &ApiError) -> Response<Body> {
     resp
 }
 
-/// Adds `Warning: 299 - "..."` headers, as the apiserver returns admission warnings.
+/// Adds `Warning: 299 - "..."` headers, as the apiserver returns admission warnings: each text once
+/// (kube-apiserver's warning recorder drops a text it has recorded for the request, so a webhook registered in
+/// both admission phases warns once).
 pub fn with_warnings(mut resp: Response<Body>, warnings: &[String]) -> Response<Body> {
-    for w in warnings {
+    let mut seen = std::collections::HashSet::new();
+    for w in warnings.iter().filter(|w| seen.insert(w.as_str())) {
         let escaped = w.replace('\\', "\\\\").replace('"', "\\\"");
         if let Ok(v) = HeaderValue::from_str(&format!("299 - \"{escaped}\"")) {
             resp.headers_mut().append(header::WARNING, v);
