@@ -17,6 +17,7 @@ use spark_operator_e2e::real::operator::Install;
 
 mod admission;
 mod kubelet;
+mod owners;
 mod support;
 
 use support::Tier;
@@ -31,10 +32,14 @@ const SCENARIOS: &[(&str, Body)] = &[
     ("admission_examples_mistakes_and_warnings", |tier| {
         Box::pin(admission::examples_mistakes_and_warnings(tier))
     }),
+    ("owners_of_any_kind", |tier| Box::pin(owners::owners_of_any_kind(tier))),
+    ("finalizers_rules_let_dependents_block_deletion", |tier| {
+        Box::pin(owners::finalizers_rules_let_dependents_block_deletion(tier))
+    }),
 ];
 
 /// The job namespaces of the tier's chart installation (the webhook's namespaceSelector lists them).
-const JOB_NAMESPACES: &[&str] = &[admission::NAMESPACE];
+const JOB_NAMESPACES: &[&str] = &[admission::NAMESPACE, owners::NAMESPACE];
 
 fn main() {
     spark_operator_e2e::init_logging();
@@ -58,7 +63,11 @@ fn main() {
         .enable_all()
         .build()
         .expect("a runtime");
-    let install = runtime.block_on(Install::new(control_plane, JOB_NAMESPACES, json!({})));
+    let install = runtime.block_on(Install::new(
+        control_plane,
+        JOB_NAMESPACES,
+        json!({ "webhook": { "ownerResources": [owners::LISTED_OWNER_RESOURCE] } }),
+    ));
     let Some(install) = install else {
         return;
     };
@@ -79,14 +88,45 @@ fn main() {
             }
         }
     }
+    // The whole tier ran: not one request of the operator's ServiceAccount may have been refused.
+    if filters.is_empty() {
+        let name = "no_request_of_the_operator_refused";
+        match refused_requests(control_plane, &tier.install.username()) {
+            Ok(count) => println!("test {name} ... ok (403s of {}: {count})", tier.install.username()),
+            Err(refusals) => {
+                println!("test {name} ... FAILED\n{}", refusals.join("\n"));
+                failed.push(name);
+            }
+        }
+    }
+    let total = chosen.len() + usize::from(filters.is_empty());
     println!(
         "\ntest result: {}. {} passed; {} failed",
         if failed.is_empty() { "ok" } else { "FAILED" },
-        chosen.len() - failed.len(),
+        total - failed.len(),
         failed.len()
     );
     if !failed.is_empty() {
         println!("failed: {}", failed.join(", "));
         std::process::exit(101);
     }
+}
+
+/// The requests of `username` that kube-apiserver answered 403, from its audit log: Ok(0), or each one.
+fn refused_requests(control_plane: &ControlPlane, username: &str) -> Result<usize, Vec<String>> {
+    let log = std::fs::read_to_string(control_plane.audit_log()).expect("the audit log");
+    let mut requests = 0;
+    let refused: Vec<String> = log
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|event| event["user"]["username"] == username)
+        .inspect(|_| requests += 1)
+        .filter(|event| event["responseStatus"]["code"] == 403)
+        .map(|event| format!("  403: {} {}", event["verb"], event["requestURI"]))
+        .collect();
+    assert!(
+        requests > 0,
+        "the audit log has no request of {username}: is it the operator's user?"
+    );
+    if refused.is_empty() { Ok(0) } else { Err(refused) }
 }
