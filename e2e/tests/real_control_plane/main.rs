@@ -16,6 +16,7 @@ use spark_operator_e2e::real::ControlPlane;
 use spark_operator_e2e::real::operator::Install;
 
 mod admission;
+mod ca_bundle;
 mod kubelet;
 mod owners;
 mod support;
@@ -35,6 +36,9 @@ const SCENARIOS: &[(&str, Body)] = &[
     ("owners_of_any_kind", |tier| Box::pin(owners::owners_of_any_kind(tier))),
     ("finalizers_rules_let_dependents_block_deletion", |tier| {
         Box::pin(owners::finalizers_rules_let_dependents_block_deletion(tier))
+    }),
+    ("ca_bundle_filled_on_the_configurations_event", |tier| {
+        Box::pin(ca_bundle::filled_on_the_configurations_event(tier))
     }),
 ];
 
