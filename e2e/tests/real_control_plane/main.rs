@@ -20,6 +20,7 @@ mod ca_bundle;
 mod kubelet;
 mod owners;
 mod support;
+mod up_script;
 
 use support::Tier;
 
@@ -27,6 +28,9 @@ use support::Tier;
 type Body = fn(&'static Tier) -> Pin<Box<dyn Future<Output = ()> + Send>>;
 
 const SCENARIOS: &[(&str, Body)] = &[
+    ("up_script_signals_leave_nothing", |tier| {
+        Box::pin(up_script::signals_leave_nothing(tier))
+    }),
     ("kubelet_runs_pods_and_drivers_make_executors", |tier| {
         Box::pin(kubelet::runs_pods_and_drivers_make_executors(tier.control_plane))
     }),
