@@ -10,7 +10,13 @@ use std::sync::OnceLock;
 use crate::helm::repo_root;
 
 /// The binaries `build.sh` makes.
-const BINARIES: [&str; 5] = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"];
+const BINARIES: [&str; 5] = [
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubectl",
+];
 
 /// A control plane started by `up.sh`; it runs until the test binary exits (it dies with the thread that
 /// started it, which lives as long as the process).
@@ -34,9 +40,12 @@ fn missing() -> Option<String> {
         ));
     }
     // up.sh puts the components in their own PID namespace, which needs root.
-    let uid = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("Uid:").map(|u| u.split_whitespace().next().unwrap_or("").to_owned())));
+    let uid = std::fs::read_to_string("/proc/self/status").ok().and_then(|s| {
+        s.lines().find_map(|l| {
+            l.strip_prefix("Uid:")
+                .map(|u| u.split_whitespace().next().unwrap_or("").to_owned())
+        })
+    });
     if uid.as_deref() != Some("0") {
         return Some("tests/real-k8s/up.sh needs root (its components run in their own PID namespace)".into());
     }
@@ -96,7 +105,11 @@ impl ControlPlane {
                     .arg(&dir)
                     .stdin(Stdio::null())
                     .stdout(Stdio::piped())
-                    .stderr(std::fs::File::create(dir_log(&dir)).map(Stdio::from).unwrap_or(Stdio::inherit()))
+                    .stderr(
+                        std::fs::File::create(dir_log(&dir))
+                            .map(Stdio::from)
+                            .unwrap_or(Stdio::inherit()),
+                    )
                     .spawn();
                 let mut child = match child {
                     Ok(child) => child,
@@ -151,7 +164,10 @@ impl ControlPlane {
     /// The built kubectl (1.37), as `kubectl --kubeconfig=<admin>` unless the caller sets another.
     pub fn kubectl(&self) -> Command {
         let mut command = Command::new(self.bin.join("kubectl"));
-        command.env("KUBECONFIG", self.kubeconfig()).env_remove("http_proxy").env_remove("https_proxy");
+        command
+            .env("KUBECONFIG", self.kubeconfig())
+            .env_remove("http_proxy")
+            .env_remove("https_proxy");
         command
     }
 
@@ -195,10 +211,16 @@ fn remove_dead_runs(runs: &Path) {
     let Ok(entries) = std::fs::read_dir(runs) else { return };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name.split('-').next().and_then(|p| p.parse::<u32>().ok()) else { continue };
+        let Some(pid) = name.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
         if !Path::new(&format!("/proc/{pid}")).exists() {
             let path = entry.path();
-            let _ = if path.is_dir() { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
+            let _ = if path.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
         }
     }
 }

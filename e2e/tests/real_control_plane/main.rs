@@ -45,7 +45,11 @@ fn main() {
         .build()
         .expect("a runtime");
     let mut failed = Vec::new();
-    println!("\nrunning {} scenarios on the real control plane ({})", chosen.len(), control_plane.data_dir().display());
+    println!(
+        "\nrunning {} scenarios on the real control plane ({})",
+        chosen.len(),
+        control_plane.data_dir().display()
+    );
     for (name, body) in &chosen {
         let outcome = runtime.block_on(std::panic::AssertUnwindSafe(body(control_plane)).catch_unwind());
         match outcome {
