@@ -7,6 +7,7 @@
 //! This crate is only linked with the `dev` feature of the binary (on by default, off in the image).
 
 pub mod agents;
+pub mod identity;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -590,3 +590,53 @@ fn the_values_table_and_schema_are_current() {
     .unwrap();
     assert_eq!(check(copy.path()).status.code(), Some(1));
 }
+
+/// `spark-operator dev` runs the operator and the agents as the chart's ServiceAccounts with the RBAC it
+/// makes from the same list (`spark_operator_dev::identity`): Helm renders exactly those objects for the
+/// operator and the agents (labels and annotations aside), with and without the values that change them.
+#[test]
+fn dev_grants_what_the_chart_renders_for_the_operator_and_the_agents() {
+    use spark_operator_dev::identity::{Release, rbac_objects};
+    let Some(helm) = Helm::new() else { return };
+    let strip = |object: &Value| {
+        let mut object = object.clone();
+        if let Some(metadata) = object["metadata"].as_object_mut() {
+            metadata.remove("labels");
+            metadata.remove("annotations");
+        }
+        object
+    };
+    let mut release = Release::new(vec!["default".into(), "jobs".into()]);
+    for (values, batch, pdb, owners) in [
+        (
+            json!({"spark": {"jobNamespaces": ["default", "jobs"]}}),
+            false,
+            false,
+            vec![],
+        ),
+        (
+            json!({
+                "spark": {"jobNamespaces": ["default", "jobs"]},
+                "controller": {"batchScheduler": {"enable": true}, "driverPodDisruptionBudget": {"enable": true}},
+                "webhook": {"ownerResources": ["configmaps", "workflows.example.test"]},
+            }),
+            true,
+            true,
+            vec!["configmaps".to_owned(), "workflows.example.test".to_owned()],
+        ),
+    ] {
+        release.batch_scheduler = batch;
+        release.driver_pdb = pdb;
+        release.owner_resources = owners;
+        let rendered: Vec<Value> = objects(&render(&helm, &values))
+            .iter()
+            .filter(|o| o["apiVersion"] == "rbac.authorization.k8s.io/v1")
+            .filter(|o| {
+                let component = &o["metadata"]["labels"]["app.kubernetes.io/component"];
+                component == "operator" || component == "agent"
+            })
+            .map(strip)
+            .collect();
+        assert_eq!(rendered, rbac_objects(&release), "{values}");
+    }
+}

@@ -2,6 +2,12 @@
 //! simulated cluster (`spark_operator_dev`, the same setup the end-to-end tests use), runs the operator's
 //! components against it as `spark-operator operator` composes them, writes a kubeconfig and prints what
 //! to try. Only built with the `dev` feature (default; off in the container image).
+//!
+//! The controller, webhook and report receiver run as the chart's operator ServiceAccount and the node
+//! agents as its agent ServiceAccount, each bound by the chart's RBAC only (`spark_operator_dev::identity`),
+//! as on a real cluster: what the chart does not grant fails here too. What Helm does as the installer (the
+//! CRDs, the job namespaces, the webhook configurations, the RBAC itself) is done as the administrator, whose
+//! kubeconfig is the one printed for the user.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -13,10 +19,12 @@ use kube::api::{Api, Patch, PatchParams};
 use kube_sim::node::real_spark::{self, SparkDistribution, SparkHome};
 use kube_sim::node::{LocalImage, PodGc, Volcano};
 use spark_operator_agent::AgentArgs;
+use spark_operator_api::permissions::ResourceName;
 use spark_operator_controller::{ControllerArgs, ReceiverArgs};
 use spark_operator_dev::agents::{
-    AGENT_NAMESPACE, AgentSetup, OPERATOR_NAMESPACE, create_agent_identity, prepare_agent,
+    AGENT_NAMESPACE, AGENT_SERVICE_ACCOUNT, AgentSetup, OPERATOR_NAMESPACE, prepare_agent,
 };
+use spark_operator_dev::identity::{self, OPERATOR_SERVICE_ACCOUNT, Release};
 use spark_operator_dev::{Cluster, ClusterOptions};
 use spark_operator_runtime::args::{Listen, parse_listen};
 use spark_operator_runtime::error_chain::ErrorChain;
@@ -79,13 +87,20 @@ pub struct DevArgs {
     #[arg(long = "spark-home", value_delimiter = ',', requires = "real_spark")]
     pub spark_home: Vec<SparkHome>,
 
+    /// Kinds of owner the webhook may read in the job namespaces, as `resource.group` (`configmaps`,
+    /// `workflows.argoproj.io`), as the chart's `webhook.ownerResources` grants them; an owner of another kind
+    /// is admitted with a warning (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    pub owner_resources: Vec<String>,
+
     /// Address of /metrics, /healthz and /readyz of every component dev runs; `off` to serve nothing.
     #[arg(long, default_value = "127.0.0.1:8080", value_parser = parse_listen)]
     pub metrics_address: Listen,
 }
 
-/// The controller's flags for the dev cluster: its defaults, drivers pointed at the simulated API server.
-fn controller_args(master: &str, volcano: Volcano) -> anyhow::Result<ControllerArgs> {
+/// The controller's flags for the dev cluster: its defaults, drivers pointed at the simulated API server,
+/// watching the job namespaces (its RBAC is there only, as the chart's with `spark.jobNamespaces`).
+fn controller_args(master: &str, volcano: Volcano, namespaces: &[String]) -> anyhow::Result<ControllerArgs> {
     #[derive(Parser)]
     struct Wrapper {
         #[command(flatten)]
@@ -102,6 +117,7 @@ fn controller_args(master: &str, volcano: Volcano) -> anyhow::Result<ControllerA
         "controller".to_owned(),
         format!("--spark-master-url={master}"),
         batch.to_owned(),
+        format!("--namespaces={}", namespaces.join(",")),
     ];
     Ok(Wrapper::try_parse_from(argv).context("the controller's settings")?.args)
 }
@@ -271,6 +287,39 @@ pub async fn dev(args: DevArgs, out: &mut impl Write) -> anyhow::Result<()> {
     };
     let cluster = Cluster::start(&args.data_dir, &options).await?;
     let kubeconfig = cluster.sim.kubeconfig_path().display().to_string();
+    let controller = controller_args(&cluster.spark_master_url(), args.volcano, &options.job_namespaces)?;
+
+    // The operator's and the agents' ServiceAccounts with the chart's RBAC for this configuration, and a
+    // kubeconfig of each (a token of its ServiceAccount), installed as Helm would install the chart.
+    let release = Release {
+        batch_scheduler: controller.enable_batch_scheduler,
+        driver_pdb: controller.enable_driver_pdb,
+        owner_resources: args.owner_resources.clone(),
+        ..Release::new(options.job_namespaces.clone())
+    };
+    identity::install(&cluster.client, &release)
+        .await
+        .context("installing the chart's ServiceAccounts and RBAC")?;
+    let identities = args.data_dir.join("identities");
+    let admin = cluster.sim.kubeconfig_path();
+    let operator_kubeconfig = identity::write_service_account_kubeconfig(
+        &cluster.client,
+        admin,
+        &identities,
+        &release.namespace,
+        OPERATOR_SERVICE_ACCOUNT,
+    )
+    .await
+    .context("the operator's kubeconfig")?;
+    let agent_kubeconfig = identity::write_service_account_kubeconfig(
+        &cluster.client,
+        admin,
+        &identities,
+        &release.agent_namespace,
+        AGENT_SERVICE_ACCOUNT,
+    )
+    .await
+    .context("the agents' kubeconfig")?;
     let examples = std::env::current_dir()
         .map(|d| d.join("examples/spark-pi.yaml"))
         .ok()
@@ -283,8 +332,9 @@ pub async fn dev(args: DevArgs, out: &mut impl Write) -> anyhow::Result<()> {
         election: None,
         metrics: args.metrics_address,
     };
-    let config = spark_operator_runtime::client::config_from(Some(cluster.sim.kubeconfig_path())).await?;
-    let runtime = Runtime::start(config.clone(), settings, Shutdown::on_signals()).await?;
+    let config = spark_operator_runtime::client::config_from(Some(&operator_kubeconfig)).await?;
+    let runtime = Runtime::start(config, settings, Shutdown::on_signals()).await?;
+    let agent_config = spark_operator_runtime::client::config_from(Some(&agent_kubeconfig)).await?;
     writeln!(
         out,
         "A simulated cluster with {nodes} nodes and the Spark operator is running at {url}.\n\
@@ -300,11 +350,16 @@ pub async fn dev(args: DevArgs, out: &mut impl Write) -> anyhow::Result<()> {
          \x20 kubectl config use-context kube-sim-token   # spark-operator logs needs a user with a token\n\
          \x20 spark-operator logs spark-pi                # kept by the node agents, after the pods are gone\n\
          {metrics}\
+         \n\
+         The operator runs as the chart's ServiceAccount {operator_namespace}/{OPERATOR_SERVICE_ACCOUNT}, bound by the chart's RBAC\n\
+         only (its kubeconfig: {operator_kubeconfig}).\n\
          {real_spark}\
          \n\
          Ctrl-C stops everything.",
         nodes = args.nodes,
         url = cluster.sim.url(),
+        operator_namespace = release.namespace,
+        operator_kubeconfig = operator_kubeconfig.display(),
         metrics = match runtime.metrics_address() {
             Some(address) => format!("  curl -s http://{address}/metrics | grep ^spark_\n"),
             None => String::new(),
@@ -321,14 +376,19 @@ pub async fn dev(args: DevArgs, out: &mut impl Write) -> anyhow::Result<()> {
     webhook.webhook_ip_addresses = vec![IpAddr::from([127, 0, 0, 1])];
     webhook.webhook_namespace = OPERATOR_NAMESPACE.to_owned();
     webhook.webhook_ca_config_map_namespace = Some(AGENT_NAMESPACE.to_owned());
+    // The chart's names (its RBAC grants these objects by name), as its Deployment passes them.
+    webhook.webhook_ca_secret = identity::resolve(ResourceName::CaSecret);
+    webhook.webhook_ca_config_map = identity::resolve(ResourceName::CaConfigMap);
+    webhook.webhook_mutating_configuration = identity::resolve(ResourceName::MutatingWebhookConfiguration);
+    webhook.webhook_validating_configuration = identity::resolve(ResourceName::ValidatingWebhookConfiguration);
+    // It caches the applications of the controller's namespaces, where it may read them.
+    webhook.namespaces = options.job_namespaces.clone();
     register_webhook(&cluster.client, webhook_port).await?;
     // The agents' report receiver, on a loopback port, with the webhook's certificate (valid for
     // 127.0.0.1) from the CA the agents find in the `spark-operator-ca` ConfigMap.
-    create_agent_identity(&cluster.client).await?;
     let reports_port = free_port().context("a port for the report receiver")?;
     let reports = receiver_args(reports_port)?;
     let ca_config_map = webhook.webhook_ca_config_map.clone();
-    let controller = controller_args(&cluster.spark_master_url(), args.volcano)?;
     let mut receiver = reports;
     receiver.status_byte_budget = controller.status_byte_budget;
     let components = Components {
@@ -339,7 +399,7 @@ pub async fn dev(args: DevArgs, out: &mut impl Write) -> anyhow::Result<()> {
     // One agent per node, started once the operator published its CA; each its own runtime, as its own
     // process would be, stopping with the operator.
     let agents = tokio::spawn(run_agents(
-        config,
+        agent_config,
         cluster.client.clone(),
         cluster.sim.nodes().nodes(),
         args.data_dir.join("agents"),
