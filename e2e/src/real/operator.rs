@@ -171,6 +171,25 @@ impl Install {
         format!("system:serviceaccount:{RELEASE_NAMESPACE}:{}", self.service_account)
     }
 
+    /// The Deployment's arguments after the subcommand, `$(POD_IP)` as 127.0.0.1 (to parse them as the binary
+    /// would).
+    pub fn controller_args(&self) -> Vec<String> {
+        self.args
+            .iter()
+            .skip(1)
+            .map(|a| a.replace("$(POD_IP)", "127.0.0.1"))
+            .collect()
+    }
+
+    /// The leader election Lease the chart names (`--leader-election-lease-name`), in the release namespace.
+    pub fn lease_name(&self) -> String {
+        self.args
+            .iter()
+            .find_map(|a| a.strip_prefix("--leader-election-lease-name="))
+            .expect("the chart names the Lease")
+            .to_owned()
+    }
+
     /// The operator's kubeconfig (its ServiceAccount).
     pub fn kubeconfig(&self) -> &Path {
         &self.kubeconfig

@@ -17,8 +17,11 @@ use spark_operator_e2e::real::operator::Install;
 
 mod admission;
 mod ca_bundle;
+mod failover;
 mod kubelet;
+mod lifecycle;
 mod owners;
+mod scheduled;
 mod support;
 mod up_script;
 
@@ -41,13 +44,28 @@ const SCENARIOS: &[(&str, Body)] = &[
     ("finalizers_rules_let_dependents_block_deletion", |tier| {
         Box::pin(owners::finalizers_rules_let_dependents_block_deletion(tier))
     }),
+    ("lifecycle_submission_retries_and_gc", |tier| {
+        Box::pin(lifecycle::submission_lifecycle_retries_and_gc(tier))
+    }),
+    ("scheduled_every_few_seconds_runs", |tier| {
+        Box::pin(scheduled::every_few_seconds_runs(tier))
+    }),
+    ("failover_the_standby_finishes_the_work", |tier| {
+        Box::pin(failover::the_standby_finishes_the_work(tier))
+    }),
     ("ca_bundle_filled_on_the_configurations_event", |tier| {
         Box::pin(ca_bundle::filled_on_the_configurations_event(tier))
     }),
 ];
 
 /// The job namespaces of the tier's chart installation (the webhook's namespaceSelector lists them).
-const JOB_NAMESPACES: &[&str] = &[admission::NAMESPACE, owners::NAMESPACE];
+const JOB_NAMESPACES: &[&str] = &[
+    admission::NAMESPACE,
+    owners::NAMESPACE,
+    lifecycle::NAMESPACE,
+    scheduled::NAMESPACE,
+    failover::NAMESPACE,
+];
 
 fn main() {
     spark_operator_e2e::init_logging();
