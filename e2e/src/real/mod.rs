@@ -6,5 +6,6 @@
 //! `tests/real-k8s/build.sh`; under `CI=true` it fails instead.
 
 pub mod control_plane;
+pub mod kubelet;
 
 pub use control_plane::ControlPlane;
