@@ -609,7 +609,19 @@ async fn deleted_pod_is_finalized_by_the_node(control_plane: &ControlPlane, pods
             && e["responseStatus"]["code"] == 200
     });
     assert!(finalized, "the node did not delete the pod");
-    println!("  deleted pod: stopped (143) and deleted by {NODE_USER}");
+    // An already finished pod (the plain one, Failed) is finalized by the node as well.
+    pods.delete("plain", &DeleteParams::default())
+        .await
+        .expect("the deletion is accepted");
+    let gone = poll(LIMIT, || async {
+        match pods.get_opt("plain").await {
+            Ok(None) => Poll::Done(()),
+            other => Poll::Pending(format!("{:?}", other.map(|p| p.map(|p| p.metadata.deletion_timestamp)))),
+        }
+    })
+    .await;
+    assert!(gone.is_ok(), "the finished pod was not finalized: {gone:?}");
+    println!("  deleted pods: a running one stopped (143), it and a finished one deleted by {NODE_USER}");
 }
 
 /// The audit log's events (blocking mode: an answered request is in it).
