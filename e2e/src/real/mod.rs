@@ -6,6 +6,7 @@
 //! `tests/real-k8s/build.sh`; under `CI=true` it fails instead.
 
 pub mod control_plane;
+pub mod kubelet;
 pub mod operator;
 
 pub use control_plane::ControlPlane;
