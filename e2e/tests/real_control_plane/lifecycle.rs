@@ -62,12 +62,19 @@ fn expected_kinds(tier: &Tier, app: &SparkApplication) -> BTreeMap<&'static str,
     kinds
 }
 
-/// Kind → the objects in the namespace owned by the object with `uid`.
-async fn owned_by(client: &kube::Client, uid: &str) -> BTreeMap<&'static str, Vec<String>> {
-    fn owned<K: kube::Resource>(items: Vec<K>, uid: &str) -> Vec<String> {
+/// Kind → the objects in the namespace owned by any of `uids` (the application, and the driver pod, which owns
+/// what Spark hangs on it: the properties ConfigMap, the driver Service, the NetworkPolicy).
+async fn owned_by(client: &kube::Client, uids: &[&str]) -> BTreeMap<&'static str, Vec<String>> {
+    fn owned<K: kube::Resource>(items: Vec<K>, uids: &[&str]) -> Vec<String> {
         items
             .into_iter()
-            .filter(|o| o.meta().owner_references.iter().flatten().any(|r| r.uid == uid))
+            .filter(|o| {
+                o.meta()
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|r| uids.contains(&r.uid.as_str()))
+            })
             .map(|o| o.meta().name.clone().unwrap_or_default())
             .collect()
     }
@@ -81,7 +88,7 @@ async fn owned_by(client: &kube::Client, uid: &str) -> BTreeMap<&'static str, Ve
                 .await
                 .expect("pods")
                 .items,
-            uid,
+            uids,
         ),
     );
     kinds.insert(
@@ -92,7 +99,7 @@ async fn owned_by(client: &kube::Client, uid: &str) -> BTreeMap<&'static str, Ve
                 .await
                 .expect("configmaps")
                 .items,
-            uid,
+            uids,
         ),
     );
     kinds.insert(
@@ -103,7 +110,7 @@ async fn owned_by(client: &kube::Client, uid: &str) -> BTreeMap<&'static str, Ve
                 .await
                 .expect("services")
                 .items,
-            uid,
+            uids,
         ),
     );
     kinds.insert(
@@ -114,7 +121,7 @@ async fn owned_by(client: &kube::Client, uid: &str) -> BTreeMap<&'static str, Ve
                 .await
                 .expect("networkpolicies")
                 .items,
-            uid,
+            uids,
         ),
     );
     kinds
@@ -183,10 +190,22 @@ pub async fn submission_lifecycle_retries_and_gc(tier: &'static Tier) {
     let running = wait_app(&apps, "completes", |a| state(a) == S::Running).await;
     let uid = running.metadata.uid.clone().expect("a uid");
     let expected = expected_kinds(tier, &running);
-    let created = owned_by(&admin, &uid).await;
+    let status = running.status.clone().unwrap_or_default();
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), NAMESPACE);
+    let driver_uid = pods
+        .get(&status.driver_info.pod_name)
+        .await
+        .expect("the driver pod")
+        .metadata
+        .uid
+        .expect("a uid");
+    // Executors and their ConfigMap are the driver's doing (Spark's), not the submission's: left out.
+    let mut created = owned_by(&admin, &[&uid, &driver_uid]).await;
+    for names in created.values_mut() {
+        names.retain(|name| !name.contains("-exec-") && !name.starts_with("spark-exec-"));
+    }
     let counts: BTreeMap<&str, usize> = created.iter().map(|(k, v)| (*k, v.len())).collect();
     assert_eq!(counts, expected, "the submission's objects: {created:?}");
-    let status = running.status.clone().unwrap_or_default();
     assert_eq!(created["Pod"], vec![status.driver_info.pod_name.clone()], "{status:#?}");
 
     // COMPLETED, the executors counted, the driver's finalizer released.
@@ -208,7 +227,6 @@ pub async fn submission_lifecycle_retries_and_gc(tier: &'static Tier) {
         2,
         "{status:#?}"
     );
-    let pods: Api<Pod> = Api::namespaced(admin.clone(), NAMESPACE);
     poll(LIMIT, || async {
         match pods.get_opt(&driver.pod_name).await {
             Ok(Some(pod))
@@ -264,7 +282,7 @@ pub async fn submission_lifecycle_retries_and_gc(tier: &'static Tier) {
     );
     assert!(deleted.success, "{deleted:?}");
     poll(LIMIT, || async {
-        let left = owned_by(&admin, &uid).await;
+        let left = owned_by(&admin, &[&uid, &driver_uid]).await;
         if left.values().all(Vec::is_empty) {
             Poll::Done(())
         } else {
