@@ -33,7 +33,7 @@ use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference};
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, Preconditions,
@@ -980,6 +980,10 @@ impl PodRun {
             self.write_status().await;
             return std::future::pending().await;
         }
+        // The volumes: a kubelet starts no container until every ConfigMap and Secret volume that is not
+        // optional can be mounted, retrying meanwhile (the pod stays ContainerCreating). spark-submit creates
+        // the driver pod before the ConfigMaps it mounts, and after a failover the new leader creates them.
+        self.wait_for_volumes(pod).await;
         // The sandbox: its address.
         let host_network = pod.pointer("/spec/hostNetwork").and_then(Value::as_bool) == Some(true);
         let ip = if host_network {
@@ -1290,6 +1294,48 @@ impl PodRun {
             status["initContainerStatuses"] = Value::Array(state.init.iter().map(ContainerRun::status).collect());
         }
         status["containerStatuses"] = Value::Array(state.main.iter().map(ContainerRun::status).collect());
+    }
+
+    /// Waits until every non-optional ConfigMap and Secret volume of the pod exists (read as the node, which
+    /// the Node authorizer allows for what its pods reference), as the kubelet's volume manager retries a
+    /// mount; only the pod's deletion (which ends this task) stops the wait.
+    async fn wait_for_volumes(&self, pod: &Value) {
+        let maps: Api<ConfigMap> = Api::namespaced(self.shared.node.clone(), &self.namespace);
+        let secrets: Api<Secret> = Api::namespaced(self.shared.node.clone(), &self.namespace);
+        let volumes = pod
+            .pointer("/spec/volumes")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        for volume in volumes {
+            let (secret, source) = match (volume.get("configMap"), volume.get("secret")) {
+                (Some(source), _) => (false, source),
+                (None, Some(source)) => (true, source),
+                (None, None) => continue,
+            };
+            if source.get("optional").and_then(Value::as_bool) == Some(true) {
+                continue;
+            }
+            let key = if secret { "secretName" } else { "name" };
+            let Some(name) = source.get(key).and_then(Value::as_str) else {
+                continue;
+            };
+            let mut delay = Duration::from_millis(100);
+            loop {
+                let found = if secret {
+                    secrets.get_metadata_opt(name).await.map(|s| s.is_some())
+                } else {
+                    maps.get_metadata_opt(name).await.map(|m| m.is_some())
+                };
+                match found {
+                    Ok(true) => break,
+                    Ok(false) => info!(pod = %self.key(), volume = name, "waiting for a volume's source to exist"),
+                    Err(error) => warn!(pod = %self.key(), volume = name, %error, "reading a volume's source"),
+                }
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(2));
+            }
+        }
     }
 
     // ---- the driver -----------------------------------------------------------------------------

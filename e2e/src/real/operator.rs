@@ -196,7 +196,7 @@ impl Install {
     }
 
     /// Starts one replica (`name` is its pod name: identity in the Lease) with the Deployment's arguments,
-    /// `$(POD_IP)` = 127.0.0.1 and free ports, then `extra` flags (which win).
+    /// `$(POD_IP)` = 127.0.0.1 and free ports, then `extra` flags (which replace the chart's of the same name).
     pub fn start(&self, control_plane: &ControlPlane, name: &str, extra: &[&str]) -> Operator {
         let webhook_port = free_port();
         let metrics_port = free_port();
@@ -215,7 +215,12 @@ impl Install {
             .collect();
         // The webhook is reached by address here, not through its Service: its certificate must say so.
         args.push("--webhook-ip-addresses=127.0.0.1".into());
-        args.extend(extra.iter().map(|a| (*a).to_owned()));
+        // `extra` wins: a flag given there replaces the chart's (clap takes most flags once).
+        for flag in extra {
+            let name = flag.split_once('=').map_or(*flag, |(name, _)| name);
+            args.retain(|a| a.split_once('=').map_or(a.as_str(), |(n, _)| n) != name);
+            args.push((*flag).to_owned());
+        }
         let log = control_plane.data_dir().join(format!("operator-{name}.log"));
         let child = Command::new("setpriv")
             .args(["--pdeathsig", "KILL", "--"])

@@ -79,7 +79,8 @@ pub async fn the_standby_finishes_the_work(tier: &'static Tier) {
     tier.install.route_webhooks_to(cp, &leader, NAMESPACE).await;
     poll(LIMIT, || async {
         match holder().await.as_deref() {
-            Some("replica-a") => Poll::Done(()),
+            // The identity is the pod name (HOSTNAME) and a per-process suffix.
+            Some(h) if h.starts_with("replica-a-") => Poll::Done(()),
             other => Poll::Pending(other.map(str::to_owned)),
         }
     })
@@ -125,7 +126,7 @@ pub async fn the_standby_finishes_the_work(tier: &'static Tier) {
     tier.install.route_webhooks_to(cp, &standby, NAMESPACE).await;
     poll(Duration::from_secs(60), || async {
         match holder().await.as_deref() {
-            Some("replica-b") => Poll::Done(()),
+            Some(h) if h.starts_with("replica-b-") => Poll::Done(()),
             other => Poll::Pending(other.map(str::to_owned)),
         }
     })
