@@ -139,6 +139,7 @@ impl ControlPlane {
             ),
             Err(_) => panic!("the thread that runs up.sh ended before `ready`"),
         }
+        unroute_test_ranges();
         ControlPlane { data, bin: bin_dir() }
     }
 
@@ -222,5 +223,17 @@ fn remove_dead_runs(runs: &Path) {
                 std::fs::remove_file(&path)
             };
         }
+    }
+}
+
+/// The service and pod ranges (198.18.0.0/15, RFC 2544 benchmarking space) get an `unreachable` route on the
+/// host: pods of the kubelet stand-in have addresses there, and nothing that tries to reach one may leave the
+/// machine through its default route. Idempotent (`ip route replace`); a more specific route a test adds into
+/// a network namespace it created still wins.
+fn unroute_test_ranges() {
+    let out = Command::new("ip").args(["route", "replace", "unreachable", "198.18.0.0/15"]).output();
+    match out {
+        Ok(out) if out.status.success() => {}
+        other => panic!("cannot add `ip route replace unreachable 198.18.0.0/15` (iproute2, root): {other:?}"),
     }
 }
