@@ -231,7 +231,9 @@ fn remove_dead_runs(runs: &Path) {
 /// machine through its default route. Idempotent (`ip route replace`); a more specific route a test adds into
 /// a network namespace it created still wins.
 fn unroute_test_ranges() {
-    let out = Command::new("ip").args(["route", "replace", "unreachable", "198.18.0.0/15"]).output();
+    let out = Command::new("ip")
+        .args(["route", "replace", "unreachable", "198.18.0.0/15"])
+        .output();
     match out {
         Ok(out) if out.status.success() => {}
         other => panic!("cannot add `ip route replace unreachable 198.18.0.0/15` (iproute2, root): {other:?}"),

@@ -41,7 +41,7 @@ use kube::api::{
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube_sim::node::script::{self, Program, RunTime, Script};
-use kube_sim::node::spark_conf::{SparkConf, parse_properties};
+use kube_sim::node::spark_conf::{SparkConf, parse_properties, properties_path};
 use kube_sim::node::spark_executor::{self, ExecutorInput};
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -1560,31 +1560,6 @@ impl PodRun {
         }
         None
     }
-}
-
-/// Where Spark's driver reads `spark.properties`: `--properties-file`, else `$SPARK_CONF_DIR`.
-fn properties_path(container: &Value) -> String {
-    let args: Vec<&str> = container
-        .get("args")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
-    if let Some(i) = args.iter().position(|a| *a == "--properties-file")
-        && let Some(file) = args.get(i + 1)
-    {
-        return (*file).to_owned();
-    }
-    let conf_dir = container
-        .get("env")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .find(|e| e["name"] == "SPARK_CONF_DIR")
-        .and_then(|e| e["value"].as_str())
-        .unwrap_or("/opt/spark/conf");
-    format!("{conf_dir}/spark.properties")
 }
 
 #[cfg(test)]

@@ -158,3 +158,23 @@ mod tests {
         assert_eq!(memory_mib("1024"), Some(1024));
     }
 }
+
+/// Where a Spark driver container reads `spark.properties` from: `--properties-file`, else
+/// `$SPARK_CONF_DIR/spark.properties` (default `/opt/spark/conf`), as Spark's `SparkSubmit` does.
+pub fn properties_path(container: &serde_json::Value) -> String {
+    let args = super::spark_main::container_args(container);
+    if let Some(i) = args.iter().position(|a| *a == "--properties-file")
+        && let Some(p) = args.get(i + 1)
+    {
+        return p.to_string();
+    }
+    let conf_dir = container
+        .get("env")
+        .and_then(serde_json::Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|e| e["name"] == "SPARK_CONF_DIR")
+        .and_then(|e| e["value"].as_str())
+        .unwrap_or("/opt/spark/conf");
+    format!("{conf_dir}/spark.properties")
+}

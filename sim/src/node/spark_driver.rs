@@ -24,7 +24,7 @@ use super::allocation::AllocationConf;
 use super::hub::{PodEvent, label, pods_key};
 use super::process::{Exit, ProcessCtx, Signal, next_signal, run_for};
 use super::script::RunTime;
-use super::spark_conf::{SparkConf, parse_properties};
+use super::spark_conf::{SparkConf, parse_properties, properties_path};
 use super::spark_executor::{self, ExecutorInput};
 use super::{spark_image, spark_main};
 use crate::admission_seam::UserInfo;
@@ -37,25 +37,6 @@ use crate::store::{DeleteOptions, ListOptions, WriteOptions};
 const EXIT_MAX_EXECUTOR_FAILURES: i32 = 11;
 /// The driver's default job length when the script does not say.
 const DEFAULT_RUN_TIME: Duration = Duration::from_secs(1);
-
-/// Where `spark.properties` is read from: `--properties-file`, else `$SPARK_CONF_DIR`.
-fn properties_path(container: &Value) -> String {
-    let args = super::spark_main::container_args(container);
-    if let Some(i) = args.iter().position(|a| *a == "--properties-file")
-        && let Some(p) = args.get(i + 1)
-    {
-        return p.to_string();
-    }
-    let conf_dir = container
-        .get("env")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .find(|e| e["name"] == "SPARK_CONF_DIR")
-        .and_then(|e| e["value"].as_str())
-        .unwrap_or("/opt/spark/conf");
-    format!("{conf_dir}/spark.properties")
-}
 
 /// Reads the properties file through the volume it is mounted from, or Spark's error.
 fn read_conf(ctx: &ProcessCtx, shared: &Shared) -> Result<SparkConf, String> {
