@@ -140,25 +140,6 @@ pub fn memory_mib(s: &str) -> Option<i64> {
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_what_spark_submit_writes() {
-        let text = "#Java properties built from Kubernetes config map\nspark.master=k8s\\://https\\://10.96.0.1\\:443\nspark.app.name = spark-pi\nspark.kubernetes.executor.label.a/b=c\nspark.x  long \\\n   continued\nempty=\n";
-        let p = parse_properties(text);
-        assert_eq!(p["spark.master"], "k8s://https://10.96.0.1:443");
-        assert_eq!(p["spark.app.name"], "spark-pi");
-        assert_eq!(p["spark.kubernetes.executor.label.a/b"], "c");
-        assert_eq!(p["spark.x"], "long continued");
-        assert_eq!(p["empty"], "");
-        assert_eq!(memory_mib("512m"), Some(512));
-        assert_eq!(memory_mib("2g"), Some(2048));
-        assert_eq!(memory_mib("1024"), Some(1024));
-    }
-}
-
 /// Where a Spark driver container reads `spark.properties` from: `--properties-file`, else
 /// `$SPARK_CONF_DIR/spark.properties` (default `/opt/spark/conf`), as Spark's `SparkSubmit` does.
 pub fn properties_path(container: &serde_json::Value) -> String {
@@ -177,4 +158,23 @@ pub fn properties_path(container: &serde_json::Value) -> String {
         .and_then(|e| e["value"].as_str())
         .unwrap_or("/opt/spark/conf");
     format!("{conf_dir}/spark.properties")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_what_spark_submit_writes() {
+        let text = "#Java properties built from Kubernetes config map\nspark.master=k8s\\://https\\://10.96.0.1\\:443\nspark.app.name = spark-pi\nspark.kubernetes.executor.label.a/b=c\nspark.x  long \\\n   continued\nempty=\n";
+        let p = parse_properties(text);
+        assert_eq!(p["spark.master"], "k8s://https://10.96.0.1:443");
+        assert_eq!(p["spark.app.name"], "spark-pi");
+        assert_eq!(p["spark.kubernetes.executor.label.a/b"], "c");
+        assert_eq!(p["spark.x"], "long continued");
+        assert_eq!(p["empty"], "");
+        assert_eq!(memory_mib("512m"), Some(512));
+        assert_eq!(memory_mib("2g"), Some(2048));
+        assert_eq!(memory_mib("1024"), Some(1024));
+    }
 }
