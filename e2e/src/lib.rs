@@ -6,8 +6,9 @@
 //! This crate is test code only: a panic here is a failed test, so it may `expect`.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::Parser;
@@ -157,22 +158,7 @@ impl Cluster {
         limit: Duration,
         done: impl Fn(&SparkApplication) -> bool,
     ) -> SparkApplication {
-        let api = self.apps(namespace);
-        let last = poll(limit, || async {
-            let app = api.get_opt(name).await.ok().flatten();
-            match app {
-                Some(app) if done(&app) => Poll::Done(app),
-                other => Poll::Pending(other),
-            }
-        })
-        .await;
-        match last {
-            Ok(app) => app,
-            Err(last) => panic!(
-                "{namespace}/{name} did not get there within {limit:?}; last status: {}",
-                serde_json::to_string_pretty(&last.and_then(|a| a.status)).unwrap_or_default()
-            ),
-        }
+        wait_app(&self.apps(namespace), name, limit, done).await
     }
 
     /// Every application of a namespace, by name.
@@ -338,6 +324,107 @@ impl Drop for Controller {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Waits until the application `name` of `apps` satisfies `done`; panics with its last status after `limit`
+/// (either backend).
+pub async fn wait_app(
+    apps: &Api<SparkApplication>,
+    name: &str,
+    limit: Duration,
+    done: impl Fn(&SparkApplication) -> bool,
+) -> SparkApplication {
+    let last = poll(limit, || async {
+        match apps.get_opt(name).await.ok().flatten() {
+            Some(app) if done(&app) => Poll::Done(app),
+            other => Poll::Pending(other),
+        }
+    })
+    .await;
+    match last {
+        Ok(app) => app,
+        Err(last) => panic!(
+            "{}/{name} did not get there within {limit:?}; last status: {}",
+            apps.namespace().unwrap_or_default(),
+            serde_json::to_string_pretty(&last.and_then(|a| a.status)).unwrap_or_default()
+        ),
+    }
+}
+
+/// The uids of every driver pod seen, by application name.
+pub type DriverRecord = Arc<Mutex<BTreeMap<String, BTreeSet<String>>>>;
+
+/// Records the uid of every driver pod ever created in `namespace`, by application (from a watch, until the
+/// returned task is aborted or the runtime ends): a second driver for one application shows there.
+pub fn record_drivers(client: &kube::Client, namespace: &str) -> (DriverRecord, tokio::task::JoinHandle<()>) {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, watcher};
+    let drivers = Arc::new(Mutex::new(BTreeMap::<String, BTreeSet<String>>::new()));
+    let seen = drivers.clone();
+    let pods: Api<spark_operator_controller::pod::SparkPod> = Api::namespaced(client.clone(), namespace);
+    let task = tokio::spawn(async move {
+        let mut events =
+            std::pin::pin!(watcher(pods, watcher::Config::default().labels("spark-role=driver")).touched_objects());
+        while let Some(event) = events.next().await {
+            let Ok(pod) = event else { continue };
+            let labels = pod.metadata.labels.clone().unwrap_or_default();
+            if let (Some(app), Some(uid)) = (labels.get("sparkoperator.k8s.io/app-name"), pod.metadata.uid.clone())
+                && let Ok(mut drivers) = seen.lock()
+            {
+                drivers.entry(app.clone()).or_default().insert(uid);
+            }
+        }
+    });
+    (drivers, task)
+}
+
+/// Every application of `apps` COMPLETED with one execution, one submission and one driver pod ever (as
+/// [`record_drivers`] saw them): no failure or failover ran anything twice.
+pub fn assert_completed_once<'a>(
+    apps: impl IntoIterator<Item = &'a SparkApplication>,
+    drivers: &Mutex<BTreeMap<String, BTreeSet<String>>>,
+) {
+    let drivers = drivers.lock().map(|d| d.clone()).unwrap_or_default();
+    for app in apps {
+        let name = app.metadata.name.clone().unwrap_or_default();
+        let status = app.status.clone().unwrap_or_default();
+        assert_eq!(
+            state(app),
+            spark_operator_api::ApplicationStateType::Completed,
+            "{name}: {status:#?}"
+        );
+        assert_eq!(status.execution_attempts, 1, "{name} ran more than once");
+        assert_eq!(status.submission_attempts, 1, "{name} was submitted more than once");
+        let count = drivers.get(&name).map_or(0, BTreeSet::len);
+        assert_eq!(count, 1, "{name} had {count} driver pods");
+    }
+}
+
+/// Kubeflow's examples (`tests/fixtures/kubeflow-examples/`, copied unchanged), by file stem, each as its
+/// documents, with the Prometheus template's placeholders filled in (its image names a registry of the
+/// reader's own).
+pub fn kubeflow_examples() -> Vec<(String, Vec<serde_json::Value>)> {
+    let dir = helm::repo_root().join("tests/fixtures/kubeflow-examples");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("the examples")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    files.sort();
+    let mut out = Vec::new();
+    for path in files {
+        let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default().to_owned();
+        let text = std::fs::read_to_string(&path)
+            .expect("an example")
+            .replace("{IMAGE_REGISTRY}/{IMAGE_REPOSITORY}/", "registry.example.com/spark/");
+        let docs = serde_yaml::Deserializer::from_str(&text)
+            .filter_map(|doc| <serde_json::Value as serde::Deserialize>::deserialize(doc).ok())
+            .filter(|v| !v.is_null())
+            .collect();
+        out.push((stem, docs));
+    }
+    out
 }
 
 /// One poll's verdict.

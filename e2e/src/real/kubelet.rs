@@ -1390,12 +1390,7 @@ impl PodRun {
             .await
             .map_err(|e| format!("ERROR SparkContext: Error initializing SparkContext: GET pods/{pod_name}: {e}"))?;
         let driver_pod = serde_json::to_value(&driver_pod).map_err(|e| e.to_string())?;
-        // The image's entrypoint passes the pod's IP as the bind address.
-        if let Some(ip) = driver_pod.pointer("/status/podIP").and_then(Value::as_str) {
-            for key in ["spark.driver.bindAddress", "spark.executorEnv.SPARK_DRIVER_POD_IP"] {
-                conf.0.insert(key.to_owned(), ip.to_owned());
-            }
-        }
+        conf.bind_to_pod_ip(&driver_pod);
         let app_id = conf
             .get("spark.app.id")
             .map(str::to_owned)

@@ -2,40 +2,15 @@
 //! application; with two replicas, the standby takes over when the leader dies and finishes the work.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
-use kube::runtime::{WatchStreamExt, watcher};
-use spark_operator_api::ApplicationStateType as S;
-use spark_operator_controller::pod::SparkPod;
-use spark_operator_e2e::{Cluster, ClusterOptions, Poll, app_yaml, poll, state};
+use spark_operator_e2e::{Cluster, ClusterOptions, Poll, app_yaml, assert_completed_once, poll, record_drivers, state};
 
 const APPS: usize = 30;
 const LIMIT: Duration = Duration::from_secs(180);
-
-/// Records the uid of every driver pod ever created, by application.
-fn count_drivers(cluster: &Cluster) -> Arc<Mutex<BTreeMap<String, BTreeSet<String>>>> {
-    let drivers = Arc::new(Mutex::new(BTreeMap::<String, BTreeSet<String>>::new()));
-    let seen = drivers.clone();
-    let pods: Api<SparkPod> = Api::namespaced(cluster.client.clone(), "default");
-    tokio::spawn(async move {
-        let mut events =
-            std::pin::pin!(watcher(pods, watcher::Config::default().labels("spark-role=driver")).touched_objects());
-        while let Some(event) = events.next().await {
-            let Ok(pod) = event else { continue };
-            let labels = pod.metadata.labels.clone().unwrap_or_default();
-            if let (Some(app), Some(uid)) = (labels.get("sparkoperator.k8s.io/app-name"), pod.metadata.uid.clone())
-                && let Ok(mut drivers) = seen.lock()
-            {
-                drivers.entry(app.clone()).or_default().insert(uid);
-            }
-        }
-    });
-    drivers
-}
 
 async fn create_apps(cluster: &Cluster, prefix: &str) {
     for i in 0..APPS {
@@ -77,23 +52,13 @@ async fn assert_all_completed_once(cluster: &Cluster, drivers: &Mutex<BTreeMap<S
     })
     .await
     .unwrap_or_else(|done| panic!("only {done} of {APPS} applications ended"));
-    for (name, app) in &apps {
-        let status = app.status.clone().unwrap_or_default();
-        assert_eq!(state(app), S::Completed, "{name}: {status:#?}");
-        assert_eq!(status.execution_attempts, 1, "{name} ran more than once");
-        assert_eq!(status.submission_attempts, 1, "{name} was submitted more than once");
-    }
-    let drivers = drivers.lock().map(|d| d.clone()).unwrap_or_default();
-    for name in apps.keys() {
-        let count = drivers.get(name).map_or(0, BTreeSet::len);
-        assert_eq!(count, 1, "{name} had {count} driver pods");
-    }
+    assert_completed_once(apps.values(), drivers);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_controller_restarted_makes_no_second_driver() {
     let cluster = Cluster::start(ClusterOptions::big()).await;
-    let drivers = count_drivers(&cluster);
+    let (drivers, _recorder) = record_drivers(&cluster.client, "default");
     create_apps(&cluster, "restart").await;
     let first = cluster.controller(cluster.args(&[]));
     wait_submitted(&cluster, APPS / 3).await;
@@ -105,7 +70,7 @@ async fn a_killed_controller_restarted_makes_no_second_driver() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_standby_finishes_the_work_when_the_leader_dies() {
     let cluster = Cluster::start(ClusterOptions::big()).await;
-    let drivers = count_drivers(&cluster);
+    let (drivers, _recorder) = record_drivers(&cluster.client, "default");
     let elected = |identity: &str| {
         cluster.args(&[
             "--leader-election=true",

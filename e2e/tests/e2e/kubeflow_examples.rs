@@ -9,38 +9,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
-use serde::Deserialize;
 use serde_json::{Value, json};
 use spark_operator_api::ApplicationStateType as S;
 use spark_operator_api::scheduled::ScheduledSparkApplication;
-use spark_operator_e2e::{Cluster, ClusterOptions, Poll, poll, state};
+use spark_operator_e2e::{Cluster, ClusterOptions, Poll, kubeflow_examples, poll, state};
 
 const LIMIT: Duration = Duration::from_secs(150);
-
-fn examples() -> Vec<(String, Vec<Value>)> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/kubeflow-examples");
-    let mut out = Vec::new();
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .expect("the examples")
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-        .collect();
-    files.sort();
-    for path in files {
-        let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default().to_owned();
-        // The Prometheus example is a template: its image names a registry of the reader's own.
-        let text = std::fs::read_to_string(&path)
-            .expect("an example")
-            .replace("{IMAGE_REGISTRY}/{IMAGE_REPOSITORY}/", "registry.example.com/spark/");
-        let docs = serde_yaml::Deserializer::from_str(&text)
-            .filter_map(|doc| Value::deserialize(doc).ok())
-            .filter(|v| !v.is_null())
-            .collect();
-        out.push((stem, docs));
-    }
-    out
-}
 
 fn resource_of(object: &Value) -> ApiResource {
     let api_version = object["apiVersion"].as_str().unwrap_or_default();
@@ -56,7 +30,7 @@ fn resource_of(object: &Value) -> ApiResource {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_kubeflow_example_reaches_a_terminal_state() {
-    let examples = examples();
+    let examples = kubeflow_examples();
     let namespaces: Vec<String> = examples.iter().map(|(stem, _)| format!("ex-{stem}")).collect();
     let cluster = Cluster::start(ClusterOptions {
         job_namespaces: namespaces.clone(),

@@ -4,47 +4,30 @@
 //! `metadata.managedFields` to webhooks, and the stored `status` on every update), while the warnings the
 //! webhook means reach kubectl.
 
-use serde::Deserialize;
 use serde_json::Value;
+
+use spark_operator_e2e::kubeflow_examples;
 
 use crate::support::{Tier, app_in, kubectl};
 
 pub const NAMESPACE: &str = "rcp-admission";
 
-/// The Kubeflow examples (`tests/fixtures/kubeflow-examples/`) as YAML for `namespace`, with the placeholder
-/// substitution the sim's e2e applies; the SparkConnect example is left to the SparkConnect issue.
+/// The Kubeflow examples as YAML for `namespace` (the SparkConnect example is left to the SparkConnect issue).
 fn examples(namespace: &str) -> Vec<(String, String)> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/kubeflow-examples");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .expect("the examples")
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-        .collect();
-    files.sort();
-    let mut out = Vec::new();
-    for path in files {
-        let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default().to_owned();
-        if stem.starts_with("sparkconnect") {
-            continue;
-        }
-        let text = std::fs::read_to_string(&path)
-            .expect("an example")
-            .replace("{IMAGE_REGISTRY}/{IMAGE_REPOSITORY}/", "registry.example.com/spark/");
-        let mut docs = Vec::new();
-        for doc in serde_yaml::Deserializer::from_str(&text) {
-            let Ok(mut value) = Value::deserialize(doc) else {
-                continue;
-            };
-            if value.is_null() {
-                continue;
-            }
-            value["metadata"]["namespace"] = Value::from(namespace);
-            docs.push(serde_yaml::to_string(&value).expect("YAML"));
-        }
-        out.push((stem, docs.join("---\n")));
-    }
-    out
+    kubeflow_examples()
+        .into_iter()
+        .filter(|(stem, _)| !stem.starts_with("sparkconnect"))
+        .map(|(stem, docs)| {
+            let docs: Vec<String> = docs
+                .into_iter()
+                .map(|mut doc| {
+                    doc["metadata"]["namespace"] = Value::from(namespace);
+                    serde_yaml::to_string(&doc).expect("YAML")
+                })
+                .collect();
+            (stem, docs.join("---\n"))
+        })
+        .collect()
 }
 
 pub async fn examples_mistakes_and_warnings(tier: &'static Tier) {

@@ -3,21 +3,15 @@
 //! once, with one driver pod, one submission and one execution (the fencing of the sim's `ha` test, here
 //! against kube-apiserver's Lease and resourceVersions).
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, ListParams};
-use kube::runtime::{WatchStreamExt, watcher};
-use spark_operator_api::{ApplicationStateType as S, SparkApplication};
-use spark_operator_controller::pod::SparkPod;
-use spark_operator_e2e::real::kubelet::{Kubelet, KubeletOptions};
+use spark_operator_api::SparkApplication;
 use spark_operator_e2e::real::operator::RELEASE_NAMESPACE;
-use spark_operator_e2e::{Poll, poll, state};
+use spark_operator_e2e::{Poll, assert_completed_once, poll, record_drivers, state};
 
-use crate::support::{Tier, app_in, kubectl};
+use crate::support::{Tier, app_in, kubectl, nodes};
 
 pub const NAMESPACE: &str = "rcp-failover";
 const APPS: usize = 12;
@@ -28,41 +22,8 @@ const ELECTION: [&str; 2] = ["--leader-election-lease-duration=3", "--leader-ele
 pub async fn the_standby_finishes_the_work(tier: &'static Tier) {
     let cp = tier.control_plane;
     let admin = cp.admin().await;
-    let _nodes = [
-        Kubelet::start(
-            cp,
-            KubeletOptions {
-                name: "rcp-node-ha-1".into(),
-                ..KubeletOptions::default()
-            },
-        )
-        .await,
-        Kubelet::start(
-            cp,
-            KubeletOptions {
-                name: "rcp-node-ha-2".into(),
-                ..KubeletOptions::default()
-            },
-        )
-        .await,
-    ];
-    // Every driver pod ever created, by application.
-    let drivers = Arc::new(Mutex::new(BTreeMap::<String, BTreeSet<String>>::new()));
-    let seen = drivers.clone();
-    let pods: Api<SparkPod> = Api::namespaced(admin.clone(), NAMESPACE);
-    let recorder = tokio::spawn(async move {
-        let mut events =
-            std::pin::pin!(watcher(pods, watcher::Config::default().labels("spark-role=driver")).touched_objects());
-        while let Some(event) = events.next().await {
-            let Ok(pod) = event else { continue };
-            let labels = pod.metadata.labels.clone().unwrap_or_default();
-            if let (Some(app), Some(uid)) = (labels.get("sparkoperator.k8s.io/app-name"), pod.metadata.uid.clone())
-                && let Ok(mut drivers) = seen.lock()
-            {
-                drivers.entry(app.clone()).or_default().insert(uid);
-            }
-        }
-    });
+    let _nodes = nodes(cp, &["rcp-node-ha-1", "rcp-node-ha-2"]).await;
+    let (drivers, recorder) = record_drivers(&admin, NAMESPACE);
 
     let leases: Api<Lease> = Api::namespaced(admin.clone(), RELEASE_NAMESPACE);
     let lease_name = tier.install.lease_name();
@@ -148,16 +109,7 @@ pub async fn the_standby_finishes_the_work(tier: &'static Tier) {
     .await
     .unwrap_or_else(|()| panic!("not every application ended\n{}", standby.log_tail()));
     recorder.abort();
-    let drivers = drivers.lock().expect("the driver record").clone();
-    for app in &all_done {
-        let name = app.metadata.name.clone().unwrap_or_default();
-        let status = app.status.clone().unwrap_or_default();
-        assert_eq!(state(app), S::Completed, "{name}: {status:#?}");
-        assert_eq!(status.execution_attempts, 1, "{name} ran more than once");
-        assert_eq!(status.submission_attempts, 1, "{name} was submitted more than once");
-        let count = drivers.get(&name).map_or(0, BTreeSet::len);
-        assert_eq!(count, 1, "{name} had {count} driver pods");
-    }
+    assert_completed_once(&all_done, &drivers);
     let out = kubectl(
         cp,
         &["delete", "sparkapplications", "--all", "-n", NAMESPACE, "--wait=true"],

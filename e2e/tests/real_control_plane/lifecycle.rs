@@ -16,10 +16,9 @@ use spark_operator_api::{ApplicationStateType as S, SparkApplication};
 use spark_operator_controller::ControllerArgs;
 use spark_operator_controller::app::submit;
 use spark_operator_controller::submission::{SubmissionIds, SubmissionInput};
-use spark_operator_e2e::real::kubelet::{Kubelet, KubeletOptions};
-use spark_operator_e2e::{Poll, poll, state};
+use spark_operator_e2e::{Poll, poll, state, wait_app};
 
-use crate::support::{Tier, app_in, kubectl};
+use crate::support::{Tier, app_in, kubectl, nodes};
 
 pub const NAMESPACE: &str = "rcp-lifecycle";
 const LIMIT: Duration = Duration::from_secs(180);
@@ -127,47 +126,10 @@ async fn owned_by(client: &kube::Client, uids: &[&str]) -> BTreeMap<&'static str
     kinds
 }
 
-async fn wait_app(
-    apps: &Api<SparkApplication>,
-    name: &str,
-    done: impl Fn(&SparkApplication) -> bool,
-) -> SparkApplication {
-    let last = poll(LIMIT, || async {
-        match apps.get_opt(name).await.ok().flatten() {
-            Some(app) if done(&app) => Poll::Done(app),
-            other => Poll::Pending(other),
-        }
-    })
-    .await;
-    last.unwrap_or_else(|app| {
-        panic!(
-            "{NAMESPACE}/{name} did not get there within {LIMIT:?}; last status: {}",
-            serde_json::to_string_pretty(&app.and_then(|a| a.status)).unwrap_or_default()
-        )
-    })
-}
-
 pub async fn submission_lifecycle_retries_and_gc(tier: &'static Tier) {
     let cp = tier.control_plane;
     let admin = cp.admin().await;
-    let _nodes = [
-        Kubelet::start(
-            cp,
-            KubeletOptions {
-                name: "rcp-node-1".into(),
-                ..KubeletOptions::default()
-            },
-        )
-        .await,
-        Kubelet::start(
-            cp,
-            KubeletOptions {
-                name: "rcp-node-2".into(),
-                ..KubeletOptions::default()
-            },
-        )
-        .await,
-    ];
+    let _nodes = nodes(cp, &["rcp-node-1", "rcp-node-2"]).await;
     let operator = tier.install.start(cp, "lifecycle-0", &[]);
     tier.install.route_webhooks_to(cp, &operator, NAMESPACE).await;
     let apps: Api<SparkApplication> = Api::namespaced(admin.clone(), NAMESPACE);
@@ -187,7 +149,7 @@ pub async fn submission_lifecycle_retries_and_gc(tier: &'static Tier) {
     }
 
     // RUNNING, with exactly the objects the builder makes, each owned by the application.
-    let running = wait_app(&apps, "completes", |a| state(a) == S::Running).await;
+    let running = wait_app(&apps, "completes", LIMIT, |a| state(a) == S::Running).await;
     let uid = running.metadata.uid.clone().expect("a uid");
     let expected = expected_kinds(tier, &running);
     let status = running.status.clone().unwrap_or_default();
@@ -209,7 +171,7 @@ pub async fn submission_lifecycle_retries_and_gc(tier: &'static Tier) {
     assert_eq!(created["Pod"], vec![status.driver_info.pod_name.clone()], "{status:#?}");
 
     // COMPLETED, the executors counted, the driver's finalizer released.
-    let completed = wait_app(&apps, "completes", |a| {
+    let completed = wait_app(&apps, "completes", LIMIT, |a| {
         state(a).is_terminal()
             && a.status
                 .as_ref()
@@ -246,7 +208,7 @@ pub async fn submission_lifecycle_retries_and_gc(tier: &'static Tier) {
     .unwrap_or_else(|f| panic!("the driver's finalizer was not released: {f:?}"));
 
     // FAILED with the exit code; retried per policy.
-    let failed = wait_app(&apps, "fails", |a| state(a).is_terminal()).await;
+    let failed = wait_app(&apps, "fails", LIMIT, |a| state(a).is_terminal()).await;
     let status = failed.status.clone().unwrap_or_default();
     assert_eq!(state(&failed), S::Failed, "{status:#?}");
     assert_eq!(
@@ -259,7 +221,7 @@ pub async fn submission_lifecycle_retries_and_gc(tier: &'static Tier) {
         "{}",
         status.application_state.error_message
     );
-    let retried = wait_app(&apps, "retries", |a| state(a).is_terminal()).await;
+    let retried = wait_app(&apps, "retries", LIMIT, |a| state(a).is_terminal()).await;
     let status = retried.status.clone().unwrap_or_default();
     assert_eq!(state(&retried), S::Failed, "{status:#?}");
     assert_eq!(

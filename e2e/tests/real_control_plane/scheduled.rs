@@ -7,10 +7,9 @@ use std::time::Duration;
 
 use kube::api::{Api, ListParams};
 use spark_operator_api::{ApplicationStateType as S, SparkApplication};
-use spark_operator_e2e::real::kubelet::{Kubelet, KubeletOptions};
 use spark_operator_e2e::{Poll, poll, state};
 
-use crate::support::{Tier, kubectl};
+use crate::support::{Tier, kubectl, nodes};
 
 pub const NAMESPACE: &str = "rcp-scheduled";
 const LIMIT: Duration = Duration::from_secs(180);
@@ -50,14 +49,7 @@ spec:
 pub async fn every_few_seconds_runs(tier: &'static Tier) {
     let cp = tier.control_plane;
     let admin = cp.admin().await;
-    let _node = Kubelet::start(
-        cp,
-        KubeletOptions {
-            name: "rcp-node-scheduled".into(),
-            ..KubeletOptions::default()
-        },
-    )
-    .await;
+    let _node = nodes(cp, &["rcp-node-scheduled"]).await;
     let operator = tier.install.start(cp, "scheduled-0", &[]);
     tier.install.route_webhooks_to(cp, &operator, NAMESPACE).await;
     let out = kubectl(cp, &["apply", "-f", "-"], &schedule());

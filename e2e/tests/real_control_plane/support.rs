@@ -5,6 +5,7 @@ use std::io::Write;
 use std::process::Stdio;
 
 use spark_operator_e2e::real::ControlPlane;
+use spark_operator_e2e::real::kubelet::{Kubelet, KubeletOptions};
 use spark_operator_e2e::real::operator::Install;
 
 /// The control plane and the chart installed on it (once, for every scenario).
@@ -56,4 +57,18 @@ pub fn kubectl(control_plane: &ControlPlane, args: &[&str], input: &str) -> Kube
 pub fn app_in(namespace: &str, name: &str, run_time: &str, exit_code: i32, executors: u32, extra_spec: &str) -> String {
     spark_operator_e2e::app_yaml(name, run_time, exit_code, executors, extra_spec)
         .replace("namespace: default", &format!("namespace: {namespace}"))
+}
+
+/// Kubelet stand-ins with the default capacity, one per name, each Ready when this returns; dropped, they stop
+/// and delete their Nodes.
+pub async fn nodes(control_plane: &ControlPlane, names: &[&str]) -> Vec<Kubelet> {
+    let mut nodes = Vec::with_capacity(names.len());
+    for name in names {
+        let options = KubeletOptions {
+            name: (*name).to_owned(),
+            ..KubeletOptions::default()
+        };
+        nodes.push(Kubelet::start(control_plane, options).await);
+    }
+    nodes
 }

@@ -90,6 +90,16 @@ fn unescape(chars: &[char], i: &mut usize) -> char {
 pub struct SparkConf(pub BTreeMap<String, String>);
 
 impl SparkConf {
+    /// What the official images' entrypoint adds to spark-submit's command line in a driver pod: the pod's IP
+    /// (`SPARK_DRIVER_BIND_ADDRESS`) as `spark.driver.bindAddress` and `spark.executorEnv.SPARK_DRIVER_POD_IP`.
+    pub fn bind_to_pod_ip(&mut self, driver_pod: &serde_json::Value) {
+        if let Some(ip) = driver_pod.pointer("/status/podIP").and_then(serde_json::Value::as_str) {
+            for key in ["spark.driver.bindAddress", "spark.executorEnv.SPARK_DRIVER_POD_IP"] {
+                self.0.insert(key.to_owned(), ip.to_owned());
+            }
+        }
+    }
+
     pub fn get(&self, key: &str) -> Option<&str> {
         self.0.get(key).map(String::as_str)
     }

@@ -227,14 +227,7 @@ pub(crate) async fn run(ctx: ProcessCtx, mut signals: watch::Receiver<Signal>) -
         ));
         return Exit::code(1);
     };
-    // What the image's entrypoint adds to spark-submit's command line, the pod's IP as
-    // SPARK_DRIVER_BIND_ADDRESS: `--conf spark.driver.bindAddress=...` and
-    // `--conf spark.executorEnv.SPARK_DRIVER_POD_IP=...` (the official images' entrypoint.sh).
-    if let Some(ip) = driver_pod.pointer("/status/podIP").and_then(Value::as_str) {
-        for key in ["spark.driver.bindAddress", "spark.executorEnv.SPARK_DRIVER_POD_IP"] {
-            conf.0.insert(key.to_owned(), ip.to_owned());
-        }
-    }
+    conf.bind_to_pod_ip(&driver_pod);
     let app_id = conf
         .get("spark.app.id")
         .map(str::to_string)
