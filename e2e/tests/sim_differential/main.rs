@@ -1,0 +1,363 @@
+//! The sim follows the real API server: every manifest of the repository's corpus, and the cases of
+//! `cases/` (one rule of the API server's validation each), sent with `dryRun=All` (what `kubectl create
+//! --dry-run=server` sends) to the real kube-apiserver of `tests/real-k8s/` and to kube-sim, both with the
+//! project's CRDs and no webhooks. Both must accept, or both refuse with the same set of field paths
+//! (`status.details.causes[].field`; messages are not compared). The agreement figure is printed; a
+//! disagreement not listed in [`LISTED`] (each with the reason the sim does not follow, as in
+//! `sim/README.md`) fails the test, and so does a listed one that agrees now.
+//!
+//! `validate -f` is judged on the same corpus: every SparkApplication or ScheduledSparkApplication the real
+//! server refuses must be an error for the manifest check `validate -f` runs.
+//!
+//! Without the built control plane (or root) the test skips with one line naming `tests/real-k8s/build.sh`;
+//! under `CI=true` it fails instead.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kube::api::ApiResource;
+use kube::discovery::{Discovery, Scope};
+use serde_json::{Value, json};
+use spark_operator_e2e::helm::repo_root;
+use spark_operator_e2e::real::ControlPlane;
+use spark_operator_e2e::{Poll, poll};
+
+/// The namespace of every case whose manifest names none; created on both servers.
+const NAMESPACE: &str = "differential";
+
+/// Disagreements the sim keeps, by case id, with why (the same list, with what the sim would need, is in
+/// `sim/README.md`).
+const LISTED: &[(&str, &str)] = &[];
+
+/// The corpus: every manifest the repository keeps, and the cases written for this test.
+const CORPUS: &[&str] = &[
+    "api/tests/bad-manifests",
+    "api/tests/valid-manifests",
+    "api/tests/fixtures/invalid",
+    "tests/fixtures/kubeflow-examples",
+    "e2e/tests/sim_differential/cases",
+];
+
+/// One object to send: where it comes from and what it is.
+struct Case {
+    id: String,
+    object: Value,
+}
+
+/// What a server answered to a dry-run create.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Answer {
+    Accepted,
+    /// `message` is shown in a disagreement, never compared.
+    Refused {
+        code: u16,
+        fields: BTreeSet<String>,
+        message: String,
+    },
+}
+
+impl Answer {
+    /// Whether `other` is the same verdict: both accepted, or both refused on the same fields (codes differ
+    /// between an Invalid 422 and a BadRequest 400 only in how a server words it; fields are what a user
+    /// acts on).
+    fn agrees(&self, other: &Answer) -> bool {
+        match (self, other) {
+            (Answer::Accepted, Answer::Accepted) => true,
+            (Answer::Refused { fields: a, .. }, Answer::Refused { fields: b, .. }) => a == b,
+            _ => false,
+        }
+    }
+}
+
+impl std::fmt::Display for Answer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Answer::Accepted => write!(f, "accepted"),
+            Answer::Refused { code, fields, message } => write!(f, "refused ({code}) on {fields:?}: {message}"),
+        }
+    }
+}
+
+/// One API server under test.
+struct Server {
+    name: &'static str,
+    client: kube::Client,
+}
+
+impl Server {
+    /// POSTs `body` to `path` and returns the status and the body as JSON (Null when not JSON).
+    async fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        let request = http::Request::post(path)
+            .header("content-type", "application/json")
+            .body(kube::client::Body::from(serde_json::to_vec(body).unwrap()))
+            .unwrap();
+        let response = self
+            .client
+            .send(request)
+            .await
+            .unwrap_or_else(|e| panic!("{}: POST {path}: {e}", self.name));
+        let code = response.status().as_u16();
+        let bytes = response.into_body().collect_bytes().await.expect("a response body");
+        (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    }
+
+    /// A dry-run create of `object` at `path`, as `kubectl create --dry-run=server` sends it.
+    async fn dry_run(&self, path: &str, object: &Value) -> Answer {
+        let (code, body) = self
+            .post(&format!("{path}?dryRun=All&fieldValidation=Strict"), object)
+            .await;
+        if (200..300).contains(&code) {
+            return Answer::Accepted;
+        }
+        let fields = body["details"]["causes"]
+            .as_array()
+            .map(|causes| {
+                causes
+                    .iter()
+                    .filter_map(|c| c["field"].as_str())
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let message = body["message"].as_str().unwrap_or_default().to_owned();
+        Answer::Refused { code, fields, message }
+    }
+
+    /// Creates `object` for real (CRDs, the namespace); an existing one is fine.
+    async fn create(&self, path: &str, object: &Value) {
+        let (code, body) = self.post(path, object).await;
+        assert!(
+            (200..300).contains(&code) || code == 409,
+            "{}: creating {}: {code} {body}",
+            self.name,
+            object["metadata"]["name"]
+        );
+    }
+}
+
+/// Every document of every `.yaml`/`.json` file under the corpus directories, in a stable order. Files no
+/// client would send (not UTF-8, not YAML) are left out: kubectl refuses them before any request, and
+/// `validate -f`'s own tests cover them.
+fn corpus() -> Vec<Case> {
+    let root = repo_root();
+    let mut cases = Vec::new();
+    for dir in CORPUS {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(root.join(dir))
+            .unwrap_or_else(|e| panic!("{dir}: {e}"))
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "json"))
+            .collect();
+        files.sort();
+        for file in files {
+            let relative = file.strip_prefix(&root).unwrap().display().to_string();
+            let Ok(text) = std::fs::read_to_string(&file) else {
+                continue;
+            };
+            let mut names = BTreeSet::new();
+            for (index, document) in serde_yaml::Deserializer::from_str(&text).enumerate() {
+                // serde_yaml repeats a syntax error for every later document: stop at the first.
+                let Ok(object) = <Value as serde::Deserialize>::deserialize(document) else {
+                    break;
+                };
+                if !object.is_object() {
+                    continue;
+                }
+                let name = object["metadata"]["name"].as_str().unwrap_or("").to_owned();
+                // Cases are named by their object where the name is unique in the file.
+                let id = if !name.is_empty() && names.insert(name.clone()) {
+                    format!("{relative}:{name}")
+                } else {
+                    format!("{relative}#{index}")
+                };
+                cases.push(Case { id, object });
+            }
+        }
+    }
+    cases
+}
+
+/// The URL path of a create of `object`, from the real server's discovery (a kind it does not serve gets
+/// a path neither server serves, which both must refuse).
+fn create_path(object: &Value, kinds: &BTreeMap<(String, String), (ApiResource, bool)>) -> String {
+    let api_version = object["apiVersion"].as_str().unwrap_or("");
+    let kind = object["kind"].as_str().unwrap_or("");
+    let namespace = object["metadata"]["namespace"].as_str().unwrap_or(NAMESPACE);
+    let (base, plural, namespaced) = match kinds.get(&(api_version.to_owned(), kind.to_owned())) {
+        Some((resource, namespaced)) => (
+            if resource.group.is_empty() {
+                format!("/api/{}", resource.version)
+            } else {
+                format!("/apis/{}/{}", resource.group, resource.version)
+            },
+            resource.plural.clone(),
+            *namespaced,
+        ),
+        None => (
+            format!("/apis/{api_version}"),
+            format!("{}s", kind.to_lowercase()),
+            true,
+        ),
+    };
+    if namespaced {
+        format!("{base}/namespaces/{namespace}/{plural}")
+    } else {
+        format!("{base}/{plural}")
+    }
+}
+
+/// The project's CRDs and the cases' namespace, on one server; returns once the CRDs are served.
+async fn prepare(server: &Server) {
+    let crds = repo_root().join("charts/spark-operator/crds");
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(&crds).unwrap() {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        let crd: Value = serde_yaml::from_str(&text).unwrap();
+        names.push(crd["metadata"]["name"].as_str().unwrap().to_owned());
+        server
+            .create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", &crd)
+            .await;
+    }
+    server
+        .create(
+            "/api/v1/namespaces",
+            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}),
+        )
+        .await;
+    for name in names {
+        let crds: kube::Api<
+            k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+        > = kube::Api::all(server.client.clone());
+        poll(Duration::from_secs(60), || async {
+            let crd = match crds.get(&name).await {
+                Ok(crd) => crd,
+                Err(error) => return Poll::Pending(error.to_string()),
+            };
+            let established = crd
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True");
+            if established {
+                Poll::Done(())
+            } else {
+                Poll::Pending("not established".to_owned())
+            }
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{}: CRD {name}: {e}", server.name));
+    }
+}
+
+/// The kinds the real server serves, by (apiVersion, kind), with whether they are namespaced.
+async fn served_kinds(client: &kube::Client) -> BTreeMap<(String, String), (ApiResource, bool)> {
+    let discovery = Discovery::new(client.clone()).run().await.expect("discovery");
+    let mut kinds = BTreeMap::new();
+    for group in discovery.groups() {
+        for version in group.versions() {
+            for (resource, capabilities) in group.versioned_resources(version) {
+                if resource.plural.contains('/') {
+                    continue;
+                }
+                let key = (resource.api_version.clone(), resource.kind.clone());
+                kinds.insert(key, (resource, capabilities.scope == Scope::Namespaced));
+            }
+        }
+    }
+    kinds
+}
+
+/// Whether `validate -f`'s manifest check finds an error in `object` (None: not one of our kinds).
+fn validate_refuses(object: &Value) -> Option<bool> {
+    let context = spark_operator_api::validation::ValidationContext { namespace: None };
+    match spark_operator_api::manifest::check_manifest(object, &context) {
+        Ok(Some(check)) => Some(!check.report.errors.is_empty()),
+        Ok(None) => None,
+        Err(_) => Some(true),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sim_answers_as_the_real_api_server() {
+    spark_operator_e2e::init_logging();
+    let Some(control_plane) = ControlPlane::shared() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let sim = kube_sim::Sim::start(kube_sim::SimConfig::new(dir.path()))
+        .await
+        .expect("the sim starts");
+    let real = Server {
+        name: "kube-apiserver",
+        client: control_plane.admin().await,
+    };
+    let simulated = Server {
+        name: "kube-sim",
+        client: sim.client().await.expect("a sim client"),
+    };
+    prepare(&real).await;
+    prepare(&simulated).await;
+    let kinds = served_kinds(&real.client).await;
+
+    let cases = corpus();
+    let listed: BTreeMap<&str, &str> = LISTED.iter().copied().collect();
+    let mut agreeing = 0;
+    let mut unlisted = Vec::new();
+    let mut stale = Vec::new();
+    let mut validate_misses = Vec::new();
+    for case in &cases {
+        let path = create_path(&case.object, &kinds);
+        let truth = real.dry_run(&path, &case.object).await;
+        let sim_answer = simulated.dry_run(&path, &case.object).await;
+        let agrees = truth.agrees(&sim_answer);
+        if agrees {
+            agreeing += 1;
+        }
+        match (agrees, listed.contains_key(case.id.as_str())) {
+            (false, false) => unlisted.push(format!("{}: kube-apiserver {truth}, kube-sim {sim_answer}", case.id)),
+            (true, true) => stale.push(case.id.clone()),
+            _ => {}
+        }
+        if matches!(truth, Answer::Refused { .. }) && validate_refuses(&case.object) == Some(false) {
+            validate_misses.push(format!("{}: kube-apiserver {truth}", case.id));
+        }
+    }
+    println!(
+        "sim_differential: {agreeing} of {} agree ({} listed)",
+        cases.len(),
+        LISTED.len()
+    );
+    for line in &unlisted {
+        println!("DISAGREES {line}");
+    }
+    for line in &validate_misses {
+        println!("VALIDATE MISSES {line}");
+    }
+    assert!(
+        unlisted.is_empty(),
+        "{} disagreement(s) not listed:\n{}",
+        unlisted.len(),
+        unlisted.join("\n")
+    );
+    assert!(
+        stale.is_empty(),
+        "listed but agreeing now (remove them from LISTED and sim/README.md): {stale:?}"
+    );
+    assert!(
+        validate_misses.is_empty(),
+        "validate -f accepts what the real API server refuses:\n{}",
+        validate_misses.join("\n")
+    );
+    sim.shutdown().await;
+}
+
+/// Every listed case exists in the corpus (a renamed file would otherwise hide its disagreement).
+#[test]
+fn listed_cases_exist() {
+    let ids: BTreeSet<String> = corpus().into_iter().map(|c| c.id).collect();
+    for (id, _) in LISTED {
+        assert!(ids.contains(*id), "{id} is listed but not in the corpus");
+    }
+}
