@@ -207,12 +207,18 @@ fn create_path(object: &Value, kinds: &BTreeMap<(String, String), (ApiResource, 
     }
 }
 
-/// The project's CRDs and the cases' namespace, on one server; returns once the CRDs are served.
+/// The project's CRDs, the test's own (`schema-crd.yaml`: every schema keyword) and the cases' namespace,
+/// on one server; returns once the CRDs are served.
 async fn prepare(server: &Server) {
-    let crds = repo_root().join("charts/spark-operator/crds");
+    let root = repo_root();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(root.join("charts/spark-operator/crds"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.push(root.join("e2e/tests/sim_differential/schema-crd.yaml"));
     let mut names = Vec::new();
-    for entry in std::fs::read_dir(&crds).unwrap() {
-        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+    for file in files {
+        let text = std::fs::read_to_string(file).unwrap();
         let crd: Value = serde_yaml::from_str(&text).unwrap();
         names.push(crd["metadata"]["name"].as_str().unwrap().to_owned());
         server
