@@ -153,3 +153,60 @@ fn crd_prints_both_crds() {
     assert!(text.contains("name: sparkapplications.sparkoperator.k8s.io"));
     assert!(text.contains("name: scheduledsparkapplications.sparkoperator.k8s.io"));
 }
+
+/// Runs `validate -f` on `text` written to `name` in a scratch directory, with `extra` arguments; returns
+/// the exit code, standard output and the file's path as printed.
+fn validate_text(name: &str, text: &str, extra: &[&str]) -> (Option<i32>, String, String) {
+    let scratch = tempfile::tempdir().unwrap();
+    let file = scratch.path().join(name);
+    std::fs::write(&file, text).unwrap();
+    let output = binary()
+        .arg("validate")
+        .args(extra)
+        .arg("-f")
+        .arg(&file)
+        .output()
+        .unwrap();
+    (output.status.code(), stdout(&output), file.display().to_string())
+}
+
+fn spark_pi() -> String {
+    std::fs::read_to_string(fixtures().join("kubeflow-examples/spark-pi.yaml")).unwrap()
+}
+
+#[test]
+fn a_duplicated_mapping_key_is_an_error_with_its_document_line_and_key() {
+    // In a nested mapping of the second document; the first and the third are still checked.
+    let driver = "  driver:\n    labels:\n      version: 4.0.0\n    cores: 1\n    memory: 512m\n";
+    let app = spark_pi().replace(
+        driver,
+        "  driver:\n    labels:\n      version: 4.0.0\n    cores: 1\n    memory: 512m\n    memory: 1g\n",
+    );
+    assert_ne!(app, spark_pi());
+    let config_map = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\ndata: {}\n";
+    let text = format!("{config_map}---\n{app}---\n{config_map}");
+    let line = text
+        .lines()
+        .position(|l| l == "    memory: 1g")
+        .map(|index| index + 1)
+        .unwrap();
+    let (code, output, file) = validate_text("dup.yaml", &text, &[]);
+    assert_eq!(code, Some(1), "{output}");
+    assert!(
+        output.contains(&format!(
+            "{file}: error: document 2, line {line}: key \"memory\" already set in map at spec.driver.memory"
+        )),
+        "{output}"
+    );
+    assert!(output.contains("2 other object(s) skipped"), "{output}");
+    // Any kind, at the top of the document too.
+    let config_map = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  name: b\n";
+    let (code, output, file) = validate_text("cm.yaml", config_map, &[]);
+    assert_eq!(code, Some(1), "{output}");
+    assert!(
+        output.contains(&format!(
+            "{file}: error: document 1, line 5: key \"name\" already set in map at metadata.name"
+        )),
+        "{output}"
+    );
+}

@@ -170,17 +170,18 @@ pub fn check_all(args: &ValidateArgs, mut stdin: impl Read, out: &mut impl Write
     };
     for source in sources {
         let name = source.name();
-        let parsed = documents::read(&source, &mut stdin).and_then(|text| documents::parse(&text));
-        match parsed {
-            Ok(documents) => {
-                for document in &documents {
-                    check_document(&name, document, &context, &mut summary, out)?;
+        let parsed = match documents::read(&source, &mut stdin) {
+            Ok(text) => documents::parse(&text),
+            Err(error) => vec![Err(error)],
+        };
+        for document in parsed {
+            match document {
+                Ok(document) => check_document(&name, &document, &context, &mut summary, out)?,
+                Err(error) => {
+                    summary.unreadable += 1;
+                    // The cause (no such file, permission denied) is what the user acts on.
+                    emit!(out, "{name}: error: {}", ErrorChain(&error))?;
                 }
-            }
-            Err(error) => {
-                summary.unreadable += 1;
-                // The cause (no such file, permission denied) is what the user acts on.
-                emit!(out, "{name}: error: {}", ErrorChain(&error))?;
             }
         }
     }
