@@ -175,6 +175,35 @@ fn spark_pi() -> String {
 }
 
 #[test]
+fn a_misspelt_kind_of_our_group_is_an_error_naming_the_kinds_served() {
+    let typo = spark_pi().replace("kind: SparkApplication\n", "kind: SparkAplication\n");
+    let (code, output, file) = validate_text("typo.yaml", &typo, &[]);
+    assert_eq!(code, Some(1), "{output}");
+    assert!(
+        output.contains(&format!(
+            "{file}: document 1: error: kind: no matches for kind \"SparkAplication\" in version \"sparkoperator.k8s.io/v1beta2\""
+        )),
+        "{output}"
+    );
+    assert!(
+        output.contains("SparkApplication and ScheduledSparkApplication"),
+        "{output}"
+    );
+    assert!(output.contains("did you mean SparkApplication?"), "{output}");
+    // In any version of the group, and with no suggestion when nothing is close.
+    let other = spark_pi()
+        .replace("kind: SparkApplication\n", "kind: SparkJob\n")
+        .replace("sparkoperator.k8s.io/v1beta2", "sparkoperator.k8s.io/v1");
+    let (code, output, _) = validate_text("other.yaml", &other, &[]);
+    assert_eq!(code, Some(1), "{output}");
+    assert!(
+        output.contains("error: kind: no matches for kind \"SparkJob\" in version \"sparkoperator.k8s.io/v1\""),
+        "{output}"
+    );
+    assert!(!output.contains("did you mean"), "{output}");
+}
+
+#[test]
 fn a_duplicated_mapping_key_is_an_error_with_its_document_line_and_key() {
     // In a nested mapping of the second document; the first and the third are still checked.
     let driver = "  driver:\n    labels:\n      version: 4.0.0\n    cores: 1\n    memory: 512m\n";
