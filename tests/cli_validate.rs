@@ -239,3 +239,53 @@ fn a_duplicated_mapping_key_is_an_error_with_its_document_line_and_key() {
         "{output}"
     );
 }
+
+#[test]
+fn namespaces_are_checked_as_the_api_server_checks_them() {
+    let label = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-'";
+    let bad = spark_pi().replace("namespace: default", "namespace: Bad_NS");
+    let (code, output, file) = validate_text("ns.yaml", &bad, &[]);
+    assert_eq!(code, Some(1), "{output}");
+    assert!(
+        output.contains(&format!(
+            "{file}: SparkApplication Bad_NS/spark-pi: error: metadata.namespace: Invalid value: \"Bad_NS\": {label}"
+        )),
+        "{output}"
+    );
+    let long = spark_pi().replace("namespace: default", &format!("namespace: {}", "a".repeat(64)));
+    let (code, output, _) = validate_text("long.yaml", &long, &[]);
+    assert_eq!(code, Some(1), "{output}");
+    assert!(
+        output.contains("error: metadata.namespace: Invalid value: \"aaaa")
+            && output.contains("\": must be no more than 63 characters"),
+        "{output}"
+    );
+    // The command line's namespace too, once, even when every object names its own.
+    let (code, output, _) = validate_text("ok.yaml", &spark_pi(), &["-n", "Bad_NS"]);
+    assert_eq!(code, Some(1), "{output}");
+    assert!(
+        output.contains(&format!("error: --namespace: Invalid value: \"Bad_NS\": {label}")),
+        "{output}"
+    );
+    assert!(output.contains("SparkApplication default/spark-pi: valid"), "{output}");
+    let (code, output, _) = validate_text("ok.yaml", &spark_pi(), &["-n", "jobs"]);
+    assert_eq!(code, Some(0), "{output}");
+}
+
+#[test]
+fn names_are_refused_in_the_api_servers_words() {
+    let bad = spark_pi().replace("name: spark-pi", "name: Spark_Pi");
+    let (code, output, _) = validate_text("name.yaml", &bad, &[]);
+    assert_eq!(code, Some(1), "{output}");
+    assert!(
+        output.contains(
+            "SparkApplication default/Spark_Pi: error: metadata.name: Invalid value: \"Spark_Pi\": a lowercase RFC 1123 subdomain must consist of"
+        ),
+        "{output}"
+    );
+    // A DNS-1123 subdomain the API server takes, but not a DNS-1035 label, which the Service named after it needs.
+    let dotted = spark_pi().replace("name: spark-pi", "name: spark.pi");
+    let (code, output, _) = validate_text("dotted.yaml", &dotted, &[]);
+    assert_eq!(code, Some(1), "{output}");
+    assert!(output.contains("error: metadata.name: "), "{output}");
+}
