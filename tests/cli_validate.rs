@@ -153,3 +153,139 @@ fn crd_prints_both_crds() {
     assert!(text.contains("name: sparkapplications.sparkoperator.k8s.io"));
     assert!(text.contains("name: scheduledsparkapplications.sparkoperator.k8s.io"));
 }
+
+/// Runs `validate -f` on `text` written to `name` in a scratch directory, with `extra` arguments; returns
+/// the exit code, standard output and the file's path as printed.
+fn validate_text(name: &str, text: &str, extra: &[&str]) -> (Option<i32>, String, String) {
+    let scratch = tempfile::tempdir().unwrap();
+    let file = scratch.path().join(name);
+    std::fs::write(&file, text).unwrap();
+    let output = binary()
+        .arg("validate")
+        .args(extra)
+        .arg("-f")
+        .arg(&file)
+        .output()
+        .unwrap();
+    (output.status.code(), stdout(&output), file.display().to_string())
+}
+
+fn spark_pi() -> String {
+    std::fs::read_to_string(fixtures().join("kubeflow-examples/spark-pi.yaml")).unwrap()
+}
+
+#[test]
+fn a_misspelt_kind_of_our_group_is_an_error_naming_the_kinds_served() {
+    let typo = spark_pi().replace("kind: SparkApplication\n", "kind: SparkAplication\n");
+    let (code, output, file) = validate_text("typo.yaml", &typo, &[]);
+    assert_eq!(code, Some(1), "{output}");
+    assert!(
+        output.contains(&format!(
+            "{file}: document 1: error: kind: no matches for kind \"SparkAplication\" in version \"sparkoperator.k8s.io/v1beta2\""
+        )),
+        "{output}"
+    );
+    assert!(
+        output.contains("SparkApplication and ScheduledSparkApplication"),
+        "{output}"
+    );
+    assert!(output.contains("did you mean SparkApplication?"), "{output}");
+    // In any version of the group, and with no suggestion when nothing is close.
+    let other = spark_pi()
+        .replace("kind: SparkApplication\n", "kind: SparkJob\n")
+        .replace("sparkoperator.k8s.io/v1beta2", "sparkoperator.k8s.io/v1");
+    let (code, output, _) = validate_text("other.yaml", &other, &[]);
+    assert_eq!(code, Some(1), "{output}");
+    assert!(
+        output.contains("error: kind: no matches for kind \"SparkJob\" in version \"sparkoperator.k8s.io/v1\""),
+        "{output}"
+    );
+    assert!(!output.contains("did you mean"), "{output}");
+}
+
+#[test]
+fn a_duplicated_mapping_key_is_an_error_with_its_document_line_and_key() {
+    // In a nested mapping of the second document; the first and the third are still checked.
+    let driver = "  driver:\n    labels:\n      version: 4.0.0\n    cores: 1\n    memory: 512m\n";
+    let app = spark_pi().replace(
+        driver,
+        "  driver:\n    labels:\n      version: 4.0.0\n    cores: 1\n    memory: 512m\n    memory: 1g\n",
+    );
+    assert_ne!(app, spark_pi());
+    let config_map = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\ndata: {}\n";
+    let text = format!("{config_map}---\n{app}---\n{config_map}");
+    let line = text
+        .lines()
+        .position(|l| l == "    memory: 1g")
+        .map(|index| index + 1)
+        .unwrap();
+    let (code, output, file) = validate_text("dup.yaml", &text, &[]);
+    assert_eq!(code, Some(1), "{output}");
+    assert!(
+        output.contains(&format!(
+            "{file}: error: document 2, line {line}: key \"memory\" already set in map at spec.driver.memory"
+        )),
+        "{output}"
+    );
+    assert!(output.contains("2 other object(s) skipped"), "{output}");
+    // Any kind, at the top of the document too.
+    let config_map = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  name: b\n";
+    let (code, output, file) = validate_text("cm.yaml", config_map, &[]);
+    assert_eq!(code, Some(1), "{output}");
+    assert!(
+        output.contains(&format!(
+            "{file}: error: document 1, line 5: key \"name\" already set in map at metadata.name"
+        )),
+        "{output}"
+    );
+}
+
+#[test]
+fn namespaces_are_checked_as_the_api_server_checks_them() {
+    let label = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-'";
+    let bad = spark_pi().replace("namespace: default", "namespace: Bad_NS");
+    let (code, output, file) = validate_text("ns.yaml", &bad, &[]);
+    assert_eq!(code, Some(1), "{output}");
+    assert!(
+        output.contains(&format!(
+            "{file}: SparkApplication Bad_NS/spark-pi: error: metadata.namespace: Invalid value: \"Bad_NS\": {label}"
+        )),
+        "{output}"
+    );
+    let long = spark_pi().replace("namespace: default", &format!("namespace: {}", "a".repeat(64)));
+    let (code, output, _) = validate_text("long.yaml", &long, &[]);
+    assert_eq!(code, Some(1), "{output}");
+    assert!(
+        output.contains("error: metadata.namespace: Invalid value: \"aaaa")
+            && output.contains("\": must be no more than 63 characters"),
+        "{output}"
+    );
+    // The command line's namespace too, once, even when every object names its own.
+    let (code, output, _) = validate_text("ok.yaml", &spark_pi(), &["-n", "Bad_NS"]);
+    assert_eq!(code, Some(1), "{output}");
+    assert!(
+        output.contains(&format!("error: --namespace: Invalid value: \"Bad_NS\": {label}")),
+        "{output}"
+    );
+    assert!(output.contains("SparkApplication default/spark-pi: valid"), "{output}");
+    let (code, output, _) = validate_text("ok.yaml", &spark_pi(), &["-n", "jobs"]);
+    assert_eq!(code, Some(0), "{output}");
+}
+
+#[test]
+fn names_are_refused_in_the_api_servers_words() {
+    let bad = spark_pi().replace("name: spark-pi", "name: Spark_Pi");
+    let (code, output, _) = validate_text("name.yaml", &bad, &[]);
+    assert_eq!(code, Some(1), "{output}");
+    assert!(
+        output.contains(
+            "SparkApplication default/Spark_Pi: error: metadata.name: Invalid value: \"Spark_Pi\": a lowercase RFC 1123 subdomain must consist of"
+        ),
+        "{output}"
+    );
+    // A DNS-1123 subdomain the API server takes, but not a DNS-1035 label, which the Service named after it needs.
+    let dotted = spark_pi().replace("name: spark-pi", "name: spark.pi");
+    let (code, output, _) = validate_text("dotted.yaml", &dotted, &[]);
+    assert_eq!(code, Some(1), "{output}");
+    assert!(output.contains("error: metadata.name: "), "{output}");
+}

@@ -30,6 +30,9 @@ pub enum ObjectKind {
 }
 
 impl ObjectKind {
+    /// Every kind served in [`API_VERSION`] (the CRDs of [`crate::crd::all_crds`]).
+    pub const ALL: [Self; 2] = [Self::SparkApplication, Self::ScheduledSparkApplication];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::SparkApplication => "SparkApplication",
@@ -55,6 +58,58 @@ pub enum ManifestError {
     MissingTypeMeta,
     #[error("{kind} is served as {API_VERSION} only, not {api_version}: change apiVersion")]
     UnsupportedVersion { kind: String, api_version: String },
+    /// Worded as kubectl's "no matches for kind" (its REST mapping finds no such resource).
+    #[error(
+        "kind: no matches for kind {kind:?} in version {api_version:?}: {API_VERSION} serves {}{}",
+        served_kinds(),
+        suggestion.map(|kind| format!("; did you mean {}?", kind.as_str())).unwrap_or_default()
+    )]
+    UnknownKind {
+        kind: String,
+        api_version: String,
+        /// The served kind the given one is a close misspelling of.
+        suggestion: Option<ObjectKind>,
+    },
+}
+
+/// `SparkApplication and ScheduledSparkApplication`.
+fn served_kinds() -> String {
+    let kinds: Vec<&str> = ObjectKind::ALL.iter().map(|kind| kind.as_str()).collect();
+    match kinds.split_last() {
+        Some((last, [])) => (*last).to_owned(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
+/// The served kind `kind` is a close misspelling of: at most [`MAX_TYPOS`] letters inserted, deleted or
+/// changed, ignoring case (kinds are case-sensitive, so `sparkapplication` is a typo too).
+fn nearest_kind(kind: &str) -> Option<ObjectKind> {
+    const MAX_TYPOS: usize = 3;
+    let kind = kind.to_ascii_lowercase();
+    ObjectKind::ALL
+        .into_iter()
+        // The distance is at least the difference in length (and a long input costs nothing).
+        .filter(|served| kind.chars().count().abs_diff(served.as_str().len()) <= MAX_TYPOS)
+        .map(|served| (edit_distance(&kind, &served.as_str().to_ascii_lowercase()), served))
+        .filter(|(distance, _)| *distance <= MAX_TYPOS)
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, served)| served)
+}
+
+/// Levenshtein distance, in characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut current = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let change = previous[j] + usize::from(ca != cb);
+            current[j + 1] = change.min(previous[j + 1] + 1).min(current[j] + 1);
+        }
+        previous = current;
+    }
+    previous[b.len()]
 }
 
 /// A decoded object of one of our kinds.
@@ -78,7 +133,9 @@ pub struct ManifestCheck {
     pub object: Option<DecodedObject>,
 }
 
-/// Which of our kinds a document is; `Ok(None)` for other Kubernetes objects (ConfigMaps, ...).
+/// Which of our kinds a document is; `Ok(None)` for other Kubernetes objects (ConfigMaps, ...). Any other
+/// kind in our group, in any version, is an error: no API server would take it (kubectl finds no resource
+/// for it), and a misspelt kind must not pass as "some other object".
 pub fn identify(value: &Value) -> Result<Option<ObjectKind>, ManifestError> {
     let object = value.as_object().ok_or(ManifestError::NotAnObject {
         found: match value {
@@ -100,7 +157,11 @@ pub fn identify(value: &Value) -> Result<Option<ObjectKind>, ManifestError> {
         return Ok(None);
     }
     let Some(kind) = ObjectKind::parse(kind) else {
-        return Ok(None);
+        return Err(ManifestError::UnknownKind {
+            kind: kind.to_owned(),
+            api_version: api_version.to_owned(),
+            suggestion: nearest_kind(kind),
+        });
     };
     if api_version != API_VERSION {
         return Err(ManifestError::UnsupportedVersion {
@@ -305,4 +366,93 @@ pub fn check_manifest(value: &Value, context: &ValidationContext<'_>) -> Result<
         unknown_fields,
         object,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn manifest(api_version: &str, kind: &str) -> Value {
+        json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": "x"}})
+    }
+
+    #[test]
+    fn the_served_kinds_are_the_crds_kinds() {
+        let crds: Vec<String> = crate::crd::all_crds()
+            .into_iter()
+            .map(|crd| crd.spec.names.kind)
+            .collect();
+        let all: Vec<&str> = ObjectKind::ALL.iter().map(|kind| kind.as_str()).collect();
+        assert_eq!(crds, all);
+        for kind in ObjectKind::ALL {
+            assert_eq!(identify(&manifest(API_VERSION, kind.as_str())), Ok(Some(kind)));
+        }
+    }
+
+    #[test]
+    fn an_unknown_kind_of_our_group_is_an_error_naming_the_kinds_served() {
+        let error = identify(&manifest(API_VERSION, "SparkAplication")).unwrap_err();
+        assert_eq!(
+            error,
+            ManifestError::UnknownKind {
+                kind: "SparkAplication".into(),
+                api_version: API_VERSION.into(),
+                suggestion: Some(ObjectKind::SparkApplication),
+            }
+        );
+        assert_eq!(
+            error.to_string(),
+            "kind: no matches for kind \"SparkAplication\" in version \"sparkoperator.k8s.io/v1beta2\": \
+             sparkoperator.k8s.io/v1beta2 serves SparkApplication and ScheduledSparkApplication; did you mean SparkApplication?"
+        );
+        // Any version of the group; kinds are case-sensitive.
+        for (api_version, kind, suggestion) in [
+            (
+                "sparkoperator.k8s.io/v1beta1",
+                "ScheduledSparkAplication",
+                Some(ObjectKind::ScheduledSparkApplication),
+            ),
+            (
+                "sparkoperator.k8s.io/v1",
+                "sparkapplication",
+                Some(ObjectKind::SparkApplication),
+            ),
+            (API_VERSION, "ScheduleSparkApp", None),
+            (API_VERSION, "SparkJob", None),
+            (API_VERSION, "", None),
+        ] {
+            let error = identify(&manifest(api_version, kind)).unwrap_err();
+            assert_eq!(
+                error,
+                ManifestError::UnknownKind {
+                    kind: kind.into(),
+                    api_version: api_version.into(),
+                    suggestion
+                },
+                "{kind}"
+            );
+            assert!(error.to_string().starts_with("kind: no matches for kind"), "{error}");
+        }
+        // Other groups are not ours to judge, whatever their kinds look like.
+        for api_version in [
+            "v1",
+            "apps/v1",
+            "sparkoperator.k8s.io.example.com/v1",
+            "kubeflow.org/v1",
+        ] {
+            assert_eq!(identify(&manifest(api_version, "SparkAplication")), Ok(None));
+        }
+    }
+
+    #[test]
+    fn edit_distances() {
+        assert_eq!(edit_distance("", ""), 0);
+        assert_eq!(edit_distance("abc", "abc"), 0);
+        assert_eq!(edit_distance("abc", "ab"), 1);
+        assert_eq!(edit_distance("abc", "xbc"), 1);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("", "abc"), 3);
+    }
 }

@@ -1,17 +1,21 @@
 //! Reading manifests the way `kubectl apply -f` does: files or directories (their `.yaml`, `.yml` and
 //! `.json` files), or `-` for standard input; several YAML documents or JSON values per file; `List`
-//! objects expanded into their items.
+//! objects expanded into their items. A key set twice in one mapping is an error (see [`unique_keys`]).
 //!
 //! Inputs are bounded before any parsing: at most [`MAX_INPUT_BYTES`] per file, and at most
 //! [`MAX_NESTING_DEPTH`] levels of nesting, found by a linear byte scan (a YAML or JSON parser can take
 //! quadratic time on deeply nested input before its own limit applies). A file that is not text gets a
 //! reason (binary, not UTF-8, the I/O error).
 
+pub mod unique_keys;
+
+use std::cell::RefCell;
 use std::io::{self, Read};
 use std::path::PathBuf;
 
-use serde::Deserialize;
 use serde_json::Value;
+
+use unique_keys::Duplicate;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DocumentError {
@@ -31,6 +35,19 @@ pub enum DocumentError {
     },
     #[error("value {index} is not valid JSON: {message}")]
     Json { index: usize, message: String },
+    /// Worded as go-yaml's strict mode, which the API server uses under strict field validation.
+    #[error(
+        "{unit} {index}, line {line}: key {:?} already set in map at {}: a key may appear only once in a mapping (kubectl would silently keep the last value): remove one of them",
+        duplicate.key,
+        duplicate.path
+    )]
+    DuplicateKey {
+        /// `document` (YAML) or `value` (JSON).
+        unit: &'static str,
+        index: usize,
+        line: usize,
+        duplicate: Duplicate,
+    },
     #[error(
         "is larger than {MAX_INPUT_BYTES} bytes (the API server's request limit): no manifest is this large; split the file"
     )]
@@ -216,55 +233,93 @@ fn has_placeholder(text: &str) -> bool {
     })
 }
 
-/// The documents of a source's text, JSON when it starts like JSON, YAML otherwise; empty documents are
-/// skipped and `List` objects expanded. Documents after a syntax error cannot be read.
-pub fn parse(text: &str) -> Result<Vec<Document>, DocumentError> {
-    check_nesting(text)?;
-    let values = if text.trim_start().starts_with(['{', '[']) {
-        let mut values = Vec::new();
-        for (index, value) in serde_json::Deserializer::from_str(text)
-            .into_iter::<Value>()
-            .enumerate()
-        {
-            values.push(value.map_err(|e| DocumentError::Json {
-                index: index + 1,
-                message: e.to_string(),
-            })?);
-        }
-        values
-    } else {
-        let mut values = Vec::new();
-        for (index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
-            let value = Value::deserialize(document).map_err(|e| DocumentError::Yaml {
-                index: index + 1,
-                message: e.to_string(),
-                hint: if has_placeholder(text) {
-                    " (the file contains template placeholders such as {IMAGE_REGISTRY}: substitute them first; kubectl cannot read it either)"
-                } else {
-                    ""
-                },
-            })?;
-            values.push(value);
-        }
-        values
-    };
+/// The documents of a source's text, each read or the reason it could not be: JSON values when the text
+/// starts like JSON, YAML documents otherwise; empty documents are skipped and `List` objects expanded.
+/// A syntax error ends the source (no parser can find where the next document starts; the documents before
+/// it are still returned); a key set twice in one mapping fails only its own document.
+pub fn parse(text: &str) -> Vec<Result<Document, DocumentError>> {
     let mut documents = Vec::new();
-    for (position, value) in values.into_iter().enumerate() {
-        let index = position + 1;
-        match value {
-            Value::Null => {}
-            Value::Object(ref object) if object.get("kind").and_then(Value::as_str) == Some("List") => {
-                let items = object
-                    .get("items")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default();
-                documents.extend(items.into_iter().map(|value| Document { index, value }));
+    if let Err(error) = check_nesting(text) {
+        documents.push(Err(error));
+        return documents;
+    }
+    if text.trim_start().starts_with(['{', '[']) {
+        let mut deserializer = serde_json::Deserializer::from_str(text);
+        // `end` only skips whitespace: anything else is the next value.
+        for index in 1.. {
+            if deserializer.end().is_ok() {
+                break;
             }
-            value => documents.push(Document { index, value }),
+            let found = RefCell::new(None);
+            match unique_keys::deserialize(&mut deserializer, &found) {
+                Ok(value) => push_objects(index, value, &mut documents),
+                Err(error) => {
+                    documents.push(Err(match found.into_inner() {
+                        Some(duplicate) => DocumentError::DuplicateKey {
+                            unit: "value",
+                            index,
+                            line: error.line(),
+                            duplicate,
+                        },
+                        None => DocumentError::Json {
+                            index,
+                            message: error.to_string(),
+                        },
+                    }));
+                    // A JSON stream cannot be resumed after an error.
+                    break;
+                }
+            }
+        }
+    } else {
+        for (position, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
+            let index = position + 1;
+            let found = RefCell::new(None);
+            match unique_keys::deserialize(document, &found) {
+                Ok(value) => push_objects(index, value, &mut documents),
+                Err(error) => {
+                    if let Some(duplicate) = found.into_inner() {
+                        // The document's events were all read before it was deserialized: the next one
+                        // is still found.
+                        documents.push(Err(DocumentError::DuplicateKey {
+                            unit: "document",
+                            index,
+                            line: error.location().map_or(0, |location| location.line()),
+                            duplicate,
+                        }));
+                        continue;
+                    }
+                    documents.push(Err(DocumentError::Yaml {
+                        index,
+                        message: error.to_string(),
+                        hint: if has_placeholder(text) {
+                            " (the file contains template placeholders such as {IMAGE_REGISTRY}: substitute them first; kubectl cannot read it either)"
+                        } else {
+                            ""
+                        },
+                    }));
+                    break;
+                }
+            }
         }
     }
-    Ok(documents)
+    documents
+}
+
+/// The objects of one document: none for an empty one, a `List`'s items, or the value itself.
+fn push_objects(index: usize, value: Value, documents: &mut Vec<Result<Document, DocumentError>>) {
+    match value {
+        Value::Null => {}
+        Value::Object(ref object) if object.get("kind").and_then(Value::as_str) == Some("List") => {
+            let items = object
+                .get("items")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            documents.extend(items.into_iter().map(|value| Ok(Document { index, value })));
+        }
+        value => documents.push(Ok(Document { index, value })),
+    }
 }
 
 #[cfg(test)]
@@ -273,9 +328,14 @@ mod tests {
 
     use super::*;
 
+    /// Every document, or the first error.
+    fn all(text: &str) -> Result<Vec<Document>, DocumentError> {
+        parse(text).into_iter().collect()
+    }
+
     #[test]
     fn yaml_streams_skip_empty_documents() {
-        let docs = parse("---\na: 1\n---\n---\nb: 2\n").unwrap();
+        let docs = all("---\na: 1\n---\n---\nb: 2\n").unwrap();
         assert_eq!(
             docs.iter().map(|d| d.value.clone()).collect::<Vec<_>>(),
             [json!({"a": 1}), json!({"b": 2})]
@@ -284,7 +344,7 @@ mod tests {
 
     #[test]
     fn json_values_and_lists() {
-        let docs = parse(r#"{"kind": "List", "items": [{"a": 1}, {"b": 2}]} {"c": 3}"#).unwrap();
+        let docs = all(r#"{"kind": "List", "items": [{"a": 1}, {"b": 2}]} {"c": 3}"#).unwrap();
         let indexes: Vec<_> = docs.iter().map(|d| d.index).collect();
         assert_eq!(indexes, [1, 1, 2]);
         assert_eq!(docs[2].value, json!({"c": 3}));
@@ -292,10 +352,10 @@ mod tests {
 
     #[test]
     fn yaml_errors_name_the_document_and_spot_placeholders() {
-        let error = parse("a: 1\n---\nimage: {REGISTRY}/spark:4\n").unwrap_err().to_string();
+        let error = all("a: 1\n---\nimage: {REGISTRY}/spark:4\n").unwrap_err().to_string();
         assert!(error.starts_with("document 2 is not valid YAML"), "{error}");
         assert!(error.contains("placeholders"), "{error}");
-        let plain = parse("a: [1\n").unwrap_err().to_string();
+        let plain = all("a: [1\n").unwrap_err().to_string();
         assert!(!plain.contains("placeholders"), "{plain}");
     }
 
@@ -308,16 +368,16 @@ mod tests {
             check_nesting(&brackets),
             Err(DocumentError::TooDeep { line: 1 })
         ));
-        let error = parse(&brackets).unwrap_err().to_string();
+        let error = all(&brackets).unwrap_err().to_string();
         assert!(error.contains("nesting is deeper than 64 levels"), "{error}");
         assert!(error.contains("refused before parsing"), "{error}");
         let mut block = String::new();
         for depth in 0..100 {
             block.push_str(&format!("{}k{depth}:\n", "  ".repeat(depth)));
         }
-        assert!(matches!(parse(&block), Err(DocumentError::TooDeep { line: 65 })));
+        assert!(matches!(all(&block), Err(DocumentError::TooDeep { line: 65 })));
         let dashes = format!("{}x\n", "- ".repeat(80));
-        assert!(matches!(parse(&dashes), Err(DocumentError::TooDeep { .. })));
+        assert!(matches!(all(&dashes), Err(DocumentError::TooDeep { .. })));
         // Brackets inside strings and comments do not count.
         let quoted = format!(
             "a: \"{}\"\nb: '{}' # {}\n",
@@ -325,7 +385,7 @@ mod tests {
             "{".repeat(100),
             "[".repeat(100)
         );
-        assert!(parse(&quoted).is_ok());
+        assert!(all(&quoted).is_ok());
     }
 
     #[test]
@@ -361,5 +421,51 @@ mod tests {
             })
             .collect();
         assert_eq!(names, ["a.json", "b.yaml", "c.yml", "-"]);
+    }
+
+    #[test]
+    fn a_duplicated_key_fails_its_document_only() {
+        let parsed = parse("a: 1\n---\nb:\n  c: 1\n  c: 2\n---\nd: 1\n");
+        assert_eq!(parsed.len(), 3, "{parsed:?}");
+        assert_eq!(parsed[0].as_ref().unwrap().value, json!({"a": 1}));
+        let error = parsed[1].as_ref().unwrap_err();
+        assert!(
+            matches!(error, DocumentError::DuplicateKey { unit: "document", index: 2, line: 5, duplicate } if duplicate.key == "c"),
+            "{error:?}"
+        );
+        assert!(
+            error
+                .to_string()
+                .starts_with("document 2, line 5: key \"c\" already set in map at b.c: "),
+            "{error}"
+        );
+        let third = parsed[2].as_ref().unwrap();
+        assert_eq!((third.index, &third.value), (3, &json!({"d": 1})));
+    }
+
+    #[test]
+    fn a_syntax_error_ends_the_source_after_the_documents_before_it() {
+        let parsed = parse("a: 1\n---\nb: [1\n---\nc: 1\n");
+        assert_eq!(parsed.len(), 2, "{parsed:?}");
+        assert!(parsed[0].is_ok());
+        assert!(matches!(parsed[1], Err(DocumentError::Yaml { index: 2, .. })));
+    }
+
+    #[test]
+    fn a_duplicated_key_in_json_is_an_error_too() {
+        let parsed = parse("{\"a\": 1}\n{\"b\": 1,\n \"b\": 2}\n{\"c\": 1}");
+        assert_eq!(parsed.len(), 2, "{parsed:?}");
+        assert!(
+            matches!(
+                &parsed[1],
+                Err(DocumentError::DuplicateKey {
+                    unit: "value",
+                    index: 2,
+                    line: 3,
+                    ..
+                })
+            ),
+            "{parsed:?}"
+        );
     }
 }

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use spark_operator_api::manifest::{ManifestCheck, check_manifest};
-use spark_operator_api::validation::ValidationContext;
+use spark_operator_api::validation::{ValidationContext, namespace_errors};
 use spark_operator_runtime::error_chain::ErrorChain;
 
 use super::documents::{self, Document};
@@ -73,11 +73,13 @@ pub struct Summary {
     pub skipped: usize,
     /// Files or documents that could not be read as Kubernetes objects at all.
     pub unreadable: usize,
+    /// `--namespace` is one the API server would refuse.
+    pub invalid_namespace_flag: bool,
 }
 
 impl Summary {
     pub fn failed(&self) -> bool {
-        self.invalid_objects > 0 || self.unreadable > 0
+        self.invalid_objects > 0 || self.unreadable > 0 || self.invalid_namespace_flag
     }
 }
 
@@ -93,6 +95,9 @@ impl fmt::Display for Summary {
         }
         if self.unreadable > 0 {
             write!(f, "; {} unreadable file(s) or document(s)", self.unreadable)?;
+        }
+        if self.invalid_namespace_flag {
+            write!(f, "; invalid --namespace")?;
         }
         Ok(())
     }
@@ -160,6 +165,15 @@ pub fn check_all(args: &ValidateArgs, mut stdin: impl Read, out: &mut impl Write
         namespace: args.namespace.as_deref(),
     };
     let mut summary = Summary::default();
+    // The namespace of every object that names none, so checked as theirs would be. An empty one is none
+    // (kubectl then takes the kubeconfig's). The files are still checked: their other mistakes are found
+    // in the same run.
+    if let Some(namespace) = args.namespace.as_deref().filter(|namespace| !namespace.is_empty()) {
+        for error in namespace_errors(namespace) {
+            summary.invalid_namespace_flag = true;
+            emit!(out, "error: --namespace: {error}")?;
+        }
+    }
     let sources = match documents::expand(&args.files) {
         Ok(sources) => sources,
         Err(error) => {
@@ -170,17 +184,18 @@ pub fn check_all(args: &ValidateArgs, mut stdin: impl Read, out: &mut impl Write
     };
     for source in sources {
         let name = source.name();
-        let parsed = documents::read(&source, &mut stdin).and_then(|text| documents::parse(&text));
-        match parsed {
-            Ok(documents) => {
-                for document in &documents {
-                    check_document(&name, document, &context, &mut summary, out)?;
+        let parsed = match documents::read(&source, &mut stdin) {
+            Ok(text) => documents::parse(&text),
+            Err(error) => vec![Err(error)],
+        };
+        for document in parsed {
+            match document {
+                Ok(document) => check_document(&name, &document, &context, &mut summary, out)?,
+                Err(error) => {
+                    summary.unreadable += 1;
+                    // The cause (no such file, permission denied) is what the user acts on.
+                    emit!(out, "{name}: error: {}", ErrorChain(&error))?;
                 }
-            }
-            Err(error) => {
-                summary.unreadable += 1;
-                // The cause (no such file, permission denied) is what the user acts on.
-                emit!(out, "{name}: error: {}", ErrorChain(&error))?;
             }
         }
     }
@@ -208,8 +223,15 @@ mod tests {
     }
 
     fn validate(files: Vec<PathBuf>, stdin: &str) -> (Summary, String) {
+        validate_in(files, None, stdin)
+    }
+
+    fn validate_in(files: Vec<PathBuf>, namespace: Option<&str>, stdin: &str) -> (Summary, String) {
         let mut out = Vec::new();
-        let args = ValidateArgs { files, namespace: None };
+        let args = ValidateArgs {
+            files,
+            namespace: namespace.map(str::to_owned),
+        };
         let summary = check_all(&args, stdin.as_bytes(), &mut out).unwrap();
         (summary, String::from_utf8(out).unwrap())
     }
@@ -301,5 +323,30 @@ mod tests {
         let (summary, output) = validate(vec![PathBuf::from("-")], stdin);
         assert!(summary.failed());
         assert!(output.contains("change apiVersion"), "{output}");
+    }
+
+    #[test]
+    fn the_namespace_flag_is_checked_as_the_api_server_checks_namespaces() {
+        let manifest = std::fs::read_to_string(fixtures().join("kubeflow-examples/spark-pi.yaml")).unwrap();
+        let unplaced = manifest.replace("  namespace: default\n", "");
+        assert_ne!(unplaced, manifest);
+        let (summary, output) = validate_in(vec![PathBuf::from("-")], Some("Bad_NS"), &unplaced);
+        assert!(summary.failed(), "{output}");
+        assert!(summary.invalid_namespace_flag);
+        let first = output.lines().next().unwrap_or_default();
+        assert!(
+            first.starts_with(
+                "error: --namespace: Invalid value: \"Bad_NS\": a lowercase RFC 1123 label must consist of"
+            ),
+            "{output}"
+        );
+        // Said once, and the objects are still checked.
+        assert_eq!(output.matches("Bad_NS").count(), 1, "{output}");
+        assert!(output.contains("<stdin>: SparkApplication spark-pi: valid"), "{output}");
+        assert!(output.ends_with("; invalid --namespace\n"), "{output}");
+        for good in ["jobs", ""] {
+            let (summary, output) = validate_in(vec![PathBuf::from("-")], Some(good), &unplaced);
+            assert!(!summary.failed(), "{good:?}: {output}");
+        }
     }
 }

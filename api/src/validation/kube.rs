@@ -105,6 +105,16 @@ fn report_all(report: &mut ValidationReport, path: &FieldPath, value: &str, erro
     }
 }
 
+/// `ValidateNamespaceName` (a DNS-1123 label): what kube-apiserver says about a namespace, each message a
+/// `field.Invalid` (`Invalid value: "Bad_NS": a lowercase RFC 1123 label must consist of ...`); none when the
+/// namespace is valid.
+pub fn namespace_errors(namespace: &str) -> Vec<String> {
+    dns1123_label_errors(namespace)
+        .into_iter()
+        .map(|error| invalid(namespace, error))
+        .collect()
+}
+
 /// A name that must be a DNS-1123 subdomain (ConfigMaps, Secrets, service accounts, claims, ...).
 pub(super) fn check_subdomain_name(value: &str, path: &FieldPath, report: &mut ValidationReport) {
     if value.is_empty() {

@@ -24,7 +24,7 @@ use crate::field::{FieldPath, ValidationReport};
 use crate::scheduled::ScheduledSparkApplication;
 use crate::spark_version::SparkVersion;
 
-pub use kube::image_reference_problem;
+pub use kube::{image_reference_problem, namespace_errors};
 pub use names::{
     dns1035_label, dns1123_label_problem, dns1123_subdomain, dns1123_subdomain_problem, label_key, label_value,
 };
@@ -63,13 +63,35 @@ pub fn validate_scheduled_spark_application(
     report
 }
 
-/// `metadata.name` must be a DNS-1035 label, because Services are named after it. `run_suffix` is the
-/// length of what will be appended to the name for the objects it creates (warned about, not rejected).
+/// `metadata.namespace` and `metadata.name` as kube-apiserver checks them for our (namespaced) custom
+/// resources, in its words: the namespace a DNS-1123 label, the name a DNS-1123 subdomain. The name must also
+/// be a DNS-1035 label, because Services are named after it. `run_suffix` is the length of what will be
+/// appended to the name for the objects it creates (warned about, not rejected).
 fn check_metadata(metadata: &ObjectMeta, run_suffix: usize, report: &mut ValidationReport) {
     let path = FieldPath::new("metadata");
+    // An empty namespace is none: kubectl and the API server fill in the request's.
+    if let Some(namespace) = metadata.namespace.as_deref().filter(|namespace| !namespace.is_empty()) {
+        for error in namespace_errors(namespace) {
+            report.error(path.child("namespace"), error);
+        }
+    }
     match (metadata.name.as_deref(), metadata.generate_name.as_deref()) {
         (Some(name), _) if !name.is_empty() => {
-            if let Err(problem) = dns1035_label(name) {
+            let refused = kube::dns1123_subdomain_errors(name);
+            if let Some((last, first)) = refused.split_last() {
+                // The API server's words; the last also says what our own rule needs, so that the fix the
+                // user picks is not refused next.
+                for error in first {
+                    report.error(path.child("name"), kube::invalid(name, error));
+                }
+                report.error(
+                    path.child("name"),
+                    format!(
+                        "{}; the operator also names Services after it: use at most 63 lower-case letters, digits and '-', starting with a letter",
+                        kube::invalid(name, last)
+                    ),
+                );
+            } else if let Err(problem) = dns1035_label(name) {
                 report.error(path.child("name"), problem);
             } else if run_suffix > 0 && name.len() + run_suffix > crate::naming::MAX_LABEL_LENGTH {
                 report.warning(

@@ -80,6 +80,69 @@ fn name_must_be_a_dns1035_label() {
 }
 
 #[test]
+fn name_is_first_checked_as_the_api_server_checks_it() {
+    let app = app_with(|v| v["metadata"]["name"] = json!("Spark_Pi"));
+    assert_eq!(errors(&app), ["metadata.name"]);
+    assert!(
+        messages(&app).starts_with(
+            "metadata.name: Invalid value: \"Spark_Pi\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.'"
+        ),
+        "{}",
+        messages(&app)
+    );
+    assert!(messages(&app).contains("starting with a letter"), "{}", messages(&app));
+    let long = app_with(|v| v["metadata"]["name"] = json!("a".repeat(254)));
+    assert_eq!(errors(&long), ["metadata.name"]);
+    assert!(
+        messages(&long).contains("\": must be no more than 253 characters; "),
+        "{}",
+        messages(&long)
+    );
+    // The API server takes a dotted name; the Service named after it could not be created.
+    let dotted = app_with(|v| v["metadata"]["name"] = json!("spark.pi"));
+    assert_eq!(errors(&dotted), ["metadata.name"]);
+    assert!(!messages(&dotted).contains("Invalid value"), "{}", messages(&dotted));
+}
+
+#[test]
+fn namespace_is_a_dns1123_label_as_the_api_server_says() {
+    let bad = app_with(|v| v["metadata"]["namespace"] = json!("Bad_NS"));
+    assert_eq!(errors(&bad), ["metadata.namespace"]);
+    assert_eq!(
+        messages(&bad),
+        "metadata.namespace: Invalid value: \"Bad_NS\": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+    );
+    let long = app_with(|v| v["metadata"]["namespace"] = json!("a".repeat(64)));
+    assert_eq!(
+        messages(&long),
+        format!(
+            "metadata.namespace: Invalid value: {:?}: must be no more than 63 characters",
+            "a".repeat(64)
+        )
+    );
+    // Both of the API server's reasons, as it lists them.
+    let both = app_with(|v| v["metadata"]["namespace"] = json!(format!("-{}", "a".repeat(63))));
+    assert_eq!(errors(&both), ["metadata.namespace", "metadata.namespace"]);
+    for good in [
+        "default".to_owned(),
+        "a".to_owned(),
+        "0-x".to_owned(),
+        "a".repeat(63),
+        String::new(),
+    ] {
+        let app = app_with(|v| v["metadata"]["namespace"] = json!(good));
+        assert_eq!(errors(&app), Vec::<String>::new(), "{good:?}");
+    }
+    // A ScheduledSparkApplication's too.
+    let mut scheduled = yaml(SCHEDULED);
+    scheduled["metadata"]["namespace"] = json!("Bad_NS");
+    let scheduled: ScheduledSparkApplication = serde_json::from_value(scheduled).unwrap();
+    let report = validate_scheduled_spark_application(&scheduled, &ValidationContext::default());
+    let paths: Vec<_> = report.errors.iter().map(|e| e.path.as_str()).collect();
+    assert_eq!(paths, ["metadata.namespace"], "{:?}", report.errors);
+}
+
+#[test]
 fn every_denied_spark_conf_key_is_rejected() {
     for (key, _) in DENIED_SPARK_CONF_KEYS {
         let app = app_with(|v| v["spec"]["sparkConf"] = json!({ key: "x", "spark.eventLog.enabled": "true" }));
