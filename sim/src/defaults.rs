@@ -12,6 +12,14 @@ pub fn apply(group: &str, kind: &str, obj: &mut Value) {
     match (group, kind) {
         ("", "Pod") => {
             if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+                // SetDefaults_Pod, not for templates: a negative grace period becomes 1.
+                if spec
+                    .get("terminationGracePeriodSeconds")
+                    .and_then(Value::as_i64)
+                    .is_some_and(|g| g < 0)
+                {
+                    spec.insert("terminationGracePeriodSeconds".into(), json!(1));
+                }
                 pod_spec(spec);
             }
         }

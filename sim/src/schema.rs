@@ -502,10 +502,11 @@ fn check_type(value: &Value, schema: &Value, path: &str, causes: &mut Vec<FieldC
 /// The schema's `format` when apiextensions keeps it (`StripUnsupportedFormatsPostProcessor`), for the
 /// formats this module reads; "" otherwise.
 fn supported_format(schema: &Value) -> &str {
-    match schema.get("format").and_then(Value::as_str) {
-        Some(f @ ("int32" | "int64" | "float" | "double")) => f,
-        _ => "",
-    }
+    schema
+        .get("format")
+        .and_then(Value::as_str)
+        .filter(|f| matches!(*f, "int32" | "int64" | "float" | "double"))
+        .unwrap_or_default()
 }
 
 /// Whether a number fits the range of its schema's type and format (`IsValueValidAgainstRange`); the

@@ -13,6 +13,7 @@ const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist 
 const TOTAL_ANNOTATION_SIZE: usize = 256 * 1024;
 
 mod pod;
+pub mod warnings;
 
 /// `validation.MaxLenError`.
 fn max_len_error(n: usize) -> String {

@@ -31,6 +31,9 @@ const NAMESPACE: &str = "differential";
 /// `sim/README.md`).
 const LISTED: &[(&str, &str)] = &[];
 
+/// Cases whose `Warning` headers differ, by case id, with why (as in `sim/README.md`).
+const LISTED_WARNINGS: &[(&str, &str)] = &[];
+
 /// The corpus: every manifest the repository keeps, and the cases written for this test.
 const CORPUS: &[&str] = &[
     "api/tests/bad-manifests",
@@ -87,8 +90,9 @@ struct Server {
 }
 
 impl Server {
-    /// POSTs `body` to `path` and returns the status and the body as JSON (Null when not JSON).
-    async fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+    /// POSTs `body` to `path` and returns the status, the body as JSON (Null when not JSON) and the texts
+    /// of the `Warning` headers.
+    async fn post(&self, path: &str, body: &Value) -> (u16, Value, BTreeSet<String>) {
         let request = http::Request::post(path)
             .header("content-type", "application/json")
             .body(kube::client::Body::from(serde_json::to_vec(body).unwrap()))
@@ -99,17 +103,24 @@ impl Server {
             .await
             .unwrap_or_else(|e| panic!("{}: POST {path}: {e}", self.name));
         let code = response.status().as_u16();
+        let warnings = response
+            .headers()
+            .get_all("warning")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .map(warning_text)
+            .collect();
         let bytes = response.into_body().collect_bytes().await.expect("a response body");
-        (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+        (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null), warnings)
     }
 
     /// A dry-run create of `object` at `path`, as `kubectl create --dry-run=server` sends it.
-    async fn dry_run(&self, path: &str, object: &Value) -> Answer {
-        let (code, body) = self
+    async fn dry_run(&self, path: &str, object: &Value) -> (Answer, BTreeSet<String>) {
+        let (code, body, warnings) = self
             .post(&format!("{path}?dryRun=All&fieldValidation=Strict"), object)
             .await;
         if (200..300).contains(&code) {
-            return Answer::Accepted;
+            return (Answer::Accepted, warnings);
         }
         let fields = body["details"]["causes"]
             .as_array()
@@ -122,12 +133,12 @@ impl Server {
             })
             .unwrap_or_default();
         let message = body["message"].as_str().unwrap_or_default().to_owned();
-        Answer::Refused { code, fields, message }
+        (Answer::Refused { code, fields, message }, warnings)
     }
 
     /// Creates `object` for real (CRDs, the namespace); an existing one is fine.
     async fn create(&self, path: &str, object: &Value) {
-        let (code, body) = self.post(path, object).await;
+        let (code, body, _) = self.post(path, object).await;
         assert!(
             (200..300).contains(&code) || code == 409,
             "{}: creating {}: {code} {body}",
@@ -135,6 +146,16 @@ impl Server {
             object["metadata"]["name"]
         );
     }
+}
+
+/// The text of a `Warning: 299 - "text"` header.
+fn warning_text(header: &str) -> String {
+    header
+        .strip_prefix("299 - ")
+        .and_then(|t| t.strip_prefix('"'))
+        .and_then(|t| t.strip_suffix('"'))
+        .unwrap_or(header)
+        .replace("\\\"", "\"")
 }
 
 /// Every document of every `.yaml`/`.json` file under the corpus directories, in a stable order. Files no
@@ -231,6 +252,12 @@ async fn prepare(server: &Server) {
             &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}),
         )
         .await;
+    // The namespaces some cases need (Pod Security levels), created for real.
+    let setup = std::fs::read_to_string(root.join("e2e/tests/sim_differential/setup.yaml")).unwrap();
+    for document in serde_yaml::Deserializer::from_str(&setup) {
+        let namespace: Value = serde::Deserialize::deserialize(document).unwrap();
+        server.create("/api/v1/namespaces", &namespace).await;
+    }
     for name in names {
         let crds: kube::Api<
             k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
@@ -275,12 +302,16 @@ async fn served_kinds(client: &kube::Client) -> BTreeMap<(String, String), (ApiR
     kinds
 }
 
-/// Whether `validate -f`'s manifest check finds an error in `object` (None: not one of our kinds).
+/// Whether `validate -f`'s manifest check finds an error in `object`; None for objects outside our API
+/// group (`validate -f` skips them). An object of our group it skips counts as accepted.
 fn validate_refuses(object: &Value) -> Option<bool> {
+    let ours = object["apiVersion"]
+        .as_str()
+        .is_some_and(|v| v.starts_with("sparkoperator.k8s.io/"));
     let context = spark_operator_api::validation::ValidationContext { namespace: None };
     match spark_operator_api::manifest::check_manifest(object, &context) {
         Ok(Some(check)) => Some(!check.report.errors.is_empty()),
-        Ok(None) => None,
+        Ok(None) => ours.then_some(false),
         Err(_) => Some(true),
     }
 }
@@ -313,10 +344,21 @@ async fn the_sim_answers_as_the_real_api_server() {
     let mut unlisted = Vec::new();
     let mut stale = Vec::new();
     let mut validate_misses = Vec::new();
+    let mut warning_differences = Vec::new();
     for case in &cases {
         let path = create_path(&case.object, &kinds);
-        let truth = real.dry_run(&path, &case.object).await;
-        let sim_answer = simulated.dry_run(&path, &case.object).await;
+        let (truth, real_warnings) = real.dry_run(&path, &case.object).await;
+        let (sim_answer, sim_warnings) = simulated.dry_run(&path, &case.object).await;
+        let warnings_listed = LISTED_WARNINGS.iter().any(|(id, _)| *id == case.id);
+        if real_warnings == sim_warnings && warnings_listed {
+            stale.push(format!("{} (warnings)", case.id));
+        }
+        if real_warnings != sim_warnings && !warnings_listed {
+            warning_differences.push(format!(
+                "{}: kube-apiserver {real_warnings:?}, kube-sim {sim_warnings:?}",
+                case.id
+            ));
+        }
         let agrees = truth.agrees(&sim_answer);
         if agrees {
             agreeing += 1;
@@ -338,6 +380,15 @@ async fn the_sim_answers_as_the_real_api_server() {
     for line in &unlisted {
         println!("DISAGREES {line}");
     }
+    println!(
+        "sim_differential: warnings differ for {} of {} ({} listed)",
+        warning_differences.len(),
+        cases.len(),
+        LISTED_WARNINGS.len()
+    );
+    for line in &warning_differences {
+        println!("WARNINGS DIFFER {line}");
+    }
     for line in &validate_misses {
         println!("VALIDATE MISSES {line}");
     }
@@ -346,6 +397,12 @@ async fn the_sim_answers_as_the_real_api_server() {
         "{} disagreement(s) not listed:\n{}",
         unlisted.len(),
         unlisted.join("\n")
+    );
+    assert!(
+        warning_differences.is_empty(),
+        "{} case(s) with other warnings, not listed:\n{}",
+        warning_differences.len(),
+        warning_differences.join("\n")
     );
     assert!(
         stale.is_empty(),
@@ -363,7 +420,7 @@ async fn the_sim_answers_as_the_real_api_server() {
 #[test]
 fn listed_cases_exist() {
     let ids: BTreeSet<String> = corpus().into_iter().map(|c| c.id).collect();
-    for (id, _) in LISTED {
+    for (id, _) in LISTED.iter().chain(LISTED_WARNINGS) {
         assert!(ids.contains(*id), "{id} is listed but not in the corpus");
     }
 }

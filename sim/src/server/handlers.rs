@@ -231,9 +231,14 @@ async fn handle_request(
                 table: wants_table(&accept),
                 hide_terminations,
             };
-            match resource_request(&state, req, path, query, user, present).await {
+            let deprecated = deprecation_warning(&path.group, &path.version, &path.resource);
+            let resp = match resource_request(&state, req, path, query, user, present).await {
                 Ok(resp) => resp,
                 Err(e) => response::error(&e),
+            };
+            match deprecated {
+                Some(warning) => response::with_warnings(resp, &[warning.to_owned()]),
+                None => resp,
             }
         }
         Route::NotFound => response::error(&ApiError::ResourceNotServed),
@@ -267,6 +272,16 @@ impl Present {
                 crate::faults::hide_pod_terminations(item);
             }
         }
+    }
+}
+
+/// The warning kube-apiserver adds to every request of a deprecated API (its installer's
+/// `deprecation.WarningMessage`, from the types' `APILifecycleDeprecated`/`Replacement`), errors included.
+fn deprecation_warning(group: &str, version: &str, resource: &str) -> Option<&'static str> {
+    match (group, version, resource) {
+        ("", "v1", "endpoints") => Some("v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice"),
+        ("", "v1", "componentstatuses") => Some("v1 ComponentStatus is deprecated in v1.19+"),
+        _ => None,
     }
 }
 

@@ -211,6 +211,8 @@ impl Store {
         if !causes.is_empty() {
             return Err(ApiError::invalid(&info.group, &info.kind, meta::name(&stored), causes));
         }
+        req.warnings
+            .extend(validation::warnings::on_create(&info.group, &info.kind, &stored));
         req.name = meta::name(&stored).to_string();
         let mut stored = self.validate_lent(info, gvr, &mut req, stored).await?;
 
