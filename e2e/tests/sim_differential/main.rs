@@ -83,6 +83,34 @@ impl std::fmt::Display for Answer {
     }
 }
 
+/// A response as a verdict: accepted, or refused with the fields of its causes.
+fn answer(code: u16, body: &Value) -> Answer {
+    if (200..300).contains(&code) {
+        return Answer::Accepted;
+    }
+    let fields = body["details"]["causes"]
+        .as_array()
+        .map(|causes| {
+            causes
+                .iter()
+                .filter_map(|c| c["field"].as_str())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    let message = body["message"].as_str().unwrap_or_default().to_owned();
+    Answer::Refused { code, fields, message }
+}
+
+/// One request of a sequence (`sequences/`), sent for real to both servers in turn.
+struct Step {
+    id: String,
+    method: String,
+    path: String,
+    content_type: String,
+    body: Value,
+}
+
 /// One API server under test.
 struct Server {
     name: &'static str,
@@ -93,15 +121,27 @@ impl Server {
     /// POSTs `body` to `path` and returns the status, the body as JSON (Null when not JSON) and the texts
     /// of the `Warning` headers.
     async fn post(&self, path: &str, body: &Value) -> (u16, Value, BTreeSet<String>) {
-        let request = http::Request::post(path)
-            .header("content-type", "application/json")
-            .body(kube::client::Body::from(serde_json::to_vec(body).unwrap()))
+        self.send("POST", path, "application/json", body).await
+    }
+
+    /// Sends one request (`body` as JSON, or none for Null).
+    async fn send(&self, method: &str, path: &str, content_type: &str, body: &Value) -> (u16, Value, BTreeSet<String>) {
+        let bytes = if body.is_null() {
+            Vec::new()
+        } else {
+            serde_json::to_vec(body).unwrap()
+        };
+        let request = http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("content-type", content_type)
+            .body(kube::client::Body::from(bytes))
             .unwrap();
         let response = self
             .client
             .send(request)
             .await
-            .unwrap_or_else(|e| panic!("{}: POST {path}: {e}", self.name));
+            .unwrap_or_else(|e| panic!("{}: {method} {path}: {e}", self.name));
         let code = response.status().as_u16();
         let warnings = response
             .headers()
@@ -119,21 +159,15 @@ impl Server {
         let (code, body, warnings) = self
             .post(&format!("{path}?dryRun=All&fieldValidation=Strict"), object)
             .await;
-        if (200..300).contains(&code) {
-            return (Answer::Accepted, warnings);
-        }
-        let fields = body["details"]["causes"]
-            .as_array()
-            .map(|causes| {
-                causes
-                    .iter()
-                    .filter_map(|c| c["field"].as_str())
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default();
-        let message = body["message"].as_str().unwrap_or_default().to_owned();
-        (Answer::Refused { code, fields, message }, warnings)
+        (answer(code, &body), warnings)
+    }
+
+    /// One step of a sequence, for real.
+    async fn step(&self, step: &Step) -> (Answer, BTreeSet<String>) {
+        let (code, body, warnings) = self
+            .send(&step.method, &step.path, &step.content_type, &step.body)
+            .await;
+        (answer(code, &body), warnings)
     }
 
     /// Creates `object` for real (CRDs, the namespace); an existing one is fine.
@@ -339,87 +373,196 @@ async fn the_sim_answers_as_the_real_api_server() {
     let kinds = served_kinds(&real.client).await;
 
     let cases = corpus();
-    let listed: BTreeMap<&str, &str> = LISTED.iter().copied().collect();
-    let mut agreeing = 0;
-    let mut unlisted = Vec::new();
-    let mut stale = Vec::new();
-    let mut validate_misses = Vec::new();
-    let mut warning_differences = Vec::new();
+    let mut tally = Tally::default();
     for case in &cases {
         let path = create_path(&case.object, &kinds);
         let (truth, real_warnings) = real.dry_run(&path, &case.object).await;
         let (sim_answer, sim_warnings) = simulated.dry_run(&path, &case.object).await;
-        let warnings_listed = LISTED_WARNINGS.iter().any(|(id, _)| *id == case.id);
-        if real_warnings == sim_warnings && warnings_listed {
-            stale.push(format!("{} (warnings)", case.id));
+        tally.compare(&case.id, &truth, &sim_answer, &real_warnings, &sim_warnings);
+        if matches!(truth, Answer::Refused { .. }) && validate_refuses(&case.object) == Some(false) {
+            tally
+                .validate_misses
+                .push(format!("{}: kube-apiserver {truth}", case.id));
         }
-        if real_warnings != sim_warnings && !warnings_listed {
-            warning_differences.push(format!(
-                "{}: kube-apiserver {real_warnings:?}, kube-sim {sim_warnings:?}",
-                case.id
-            ));
+    }
+    let sequences = sequences(&kinds);
+    for (namespace, steps) in &sequences {
+        let setup = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
+        real.create("/api/v1/namespaces", &setup).await;
+        simulated.create("/api/v1/namespaces", &setup).await;
+        for step in steps {
+            let (truth, real_warnings) = real.step(step).await;
+            let (sim_answer, sim_warnings) = simulated.step(step).await;
+            tally.compare(&step.id, &truth, &sim_answer, &real_warnings, &sim_warnings);
         }
-        let agrees = truth.agrees(&sim_answer);
-        if agrees {
-            agreeing += 1;
-        }
-        match (agrees, listed.contains_key(case.id.as_str())) {
-            (false, false) => unlisted.push(format!("{}: kube-apiserver {truth}, kube-sim {sim_answer}", case.id)),
-            (true, true) => stale.push(case.id.clone()),
+    }
+    tally.report(cases.len() + sequences.iter().map(|(_, s)| s.len()).sum::<usize>());
+    sim.shutdown().await;
+}
+
+/// The comparisons of a run: what agreed, what did not and was not listed, what was listed but agrees.
+#[derive(Default)]
+struct Tally {
+    agreeing: usize,
+    unlisted: Vec<String>,
+    stale: Vec<String>,
+    warning_differences: Vec<String>,
+    validate_misses: Vec<String>,
+}
+
+impl Tally {
+    fn compare(
+        &mut self,
+        id: &str,
+        truth: &Answer,
+        sim: &Answer,
+        real_warnings: &BTreeSet<String>,
+        sim_warnings: &BTreeSet<String>,
+    ) {
+        let warnings_listed = LISTED_WARNINGS.iter().any(|(listed, _)| *listed == id);
+        match (real_warnings == sim_warnings, warnings_listed) {
+            (true, true) => self.stale.push(format!("{id} (warnings)")),
+            (false, false) => self.warning_differences.push(format!(
+                "{id}: kube-apiserver {real_warnings:?}, kube-sim {sim_warnings:?}"
+            )),
             _ => {}
         }
-        if matches!(truth, Answer::Refused { .. }) && validate_refuses(&case.object) == Some(false) {
-            validate_misses.push(format!("{}: kube-apiserver {truth}", case.id));
+        let agrees = truth.agrees(sim);
+        if agrees {
+            self.agreeing += 1;
+        }
+        match (agrees, LISTED.iter().any(|(listed, _)| *listed == id)) {
+            (false, false) => self
+                .unlisted
+                .push(format!("{id}: kube-apiserver {truth}, kube-sim {sim}")),
+            (true, true) => self.stale.push(id.to_owned()),
+            _ => {}
         }
     }
-    println!(
-        "sim_differential: {agreeing} of {} agree ({} listed)",
-        cases.len(),
-        LISTED.len()
-    );
-    for line in &unlisted {
-        println!("DISAGREES {line}");
+
+    /// Prints the figures and every difference, then fails on what is not listed.
+    fn report(&self, all: usize) {
+        println!(
+            "sim_differential: {} of {all} agree ({} listed)",
+            self.agreeing,
+            LISTED.len()
+        );
+        for line in &self.unlisted {
+            println!("DISAGREES {line}");
+        }
+        println!(
+            "sim_differential: warnings differ for {} of {all} ({} listed)",
+            self.warning_differences.len(),
+            LISTED_WARNINGS.len()
+        );
+        for line in &self.warning_differences {
+            println!("WARNINGS DIFFER {line}");
+        }
+        for line in &self.validate_misses {
+            println!("VALIDATE MISSES {line}");
+        }
+        assert!(
+            self.unlisted.is_empty(),
+            "{} disagreement(s) not listed:\n{}",
+            self.unlisted.len(),
+            self.unlisted.join("\n")
+        );
+        assert!(
+            self.warning_differences.is_empty(),
+            "{} case(s) with other warnings, not listed:\n{}",
+            self.warning_differences.len(),
+            self.warning_differences.join("\n")
+        );
+        assert!(
+            self.stale.is_empty(),
+            "listed but agreeing now (remove them from LISTED and sim/README.md): {:?}",
+            self.stale
+        );
+        assert!(
+            self.validate_misses.is_empty(),
+            "validate -f accepts what the real API server refuses:\n{}",
+            self.validate_misses.join("\n")
+        );
     }
-    println!(
-        "sim_differential: warnings differ for {} of {} ({} listed)",
-        warning_differences.len(),
-        cases.len(),
-        LISTED_WARNINGS.len()
-    );
-    for line in &warning_differences {
-        println!("WARNINGS DIFFER {line}");
+}
+
+/// The sequences of `sequences/`: per file, a namespace of its own (`seq-<file stem>`) and its steps in
+/// order. A step is `{verb, object}` (`create`, `patch` with `patchType` merge (default), strategic or
+/// json and then `patch`, `delete`), the object naming what the step acts on.
+fn sequences(kinds: &BTreeMap<(String, String), (ApiResource, bool)>) -> Vec<(String, Vec<Step>)> {
+    let dir = repo_root().join("e2e/tests/sim_differential/sequences");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    let mut all = Vec::new();
+    for file in files {
+        let stem = file.file_stem().unwrap().to_string_lossy().into_owned();
+        let namespace = format!("seq-{stem}");
+        let text = std::fs::read_to_string(&file).unwrap();
+        let mut steps = Vec::new();
+        for (index, document) in serde_yaml::Deserializer::from_str(&text).enumerate() {
+            let step: Value = serde::Deserialize::deserialize(document)
+                .unwrap_or_else(|e| panic!("{}: step {index}: {e}", file.display()));
+            let mut object = step["object"].clone();
+            let namespaced_default = object["metadata"]["namespace"].is_null();
+            if namespaced_default {
+                object["metadata"]["namespace"] = json!(namespace);
+            }
+            let collection = create_path(&object, kinds);
+            let name = object["metadata"]["name"].as_str().unwrap_or("").to_owned();
+            // A cluster-scoped object's collection path has no namespace; put it back as the sender would.
+            if namespaced_default && !collection.contains("/namespaces/") {
+                object["metadata"].as_object_mut().unwrap().remove("namespace");
+            }
+            let verb = step["verb"].as_str().unwrap_or("create");
+            let (method, path, content_type, body) = match verb {
+                "create" => ("POST", collection, "application/json", object),
+                "patch" => {
+                    let content_type = match step["patchType"].as_str().unwrap_or("merge") {
+                        "strategic" => "application/strategic-merge-patch+json",
+                        "json" => "application/json-patch+json",
+                        _ => "application/merge-patch+json",
+                    };
+                    let body = if step["patch"].is_null() {
+                        object
+                    } else {
+                        step["patch"].clone()
+                    };
+                    ("PATCH", format!("{collection}/{name}"), content_type, body)
+                }
+                "delete" => (
+                    "DELETE",
+                    format!("{collection}/{name}"),
+                    "application/json",
+                    Value::Null,
+                ),
+                other => panic!("{}: step {index}: unknown verb {other}", file.display()),
+            };
+            steps.push(Step {
+                id: format!("sequences/{stem}.yaml#{index} ({verb} {name})"),
+                method: method.to_owned(),
+                path: format!("{path}?fieldValidation=Strict"),
+                content_type: content_type.to_owned(),
+                body,
+            });
+        }
+        all.push((namespace, steps));
     }
-    for line in &validate_misses {
-        println!("VALIDATE MISSES {line}");
-    }
-    assert!(
-        unlisted.is_empty(),
-        "{} disagreement(s) not listed:\n{}",
-        unlisted.len(),
-        unlisted.join("\n")
-    );
-    assert!(
-        warning_differences.is_empty(),
-        "{} case(s) with other warnings, not listed:\n{}",
-        warning_differences.len(),
-        warning_differences.join("\n")
-    );
-    assert!(
-        stale.is_empty(),
-        "listed but agreeing now (remove them from LISTED and sim/README.md): {stale:?}"
-    );
-    assert!(
-        validate_misses.is_empty(),
-        "validate -f accepts what the real API server refuses:\n{}",
-        validate_misses.join("\n")
-    );
-    sim.shutdown().await;
+    all
 }
 
 /// Every listed case exists in the corpus (a renamed file would otherwise hide its disagreement).
 #[test]
 fn listed_cases_exist() {
-    let ids: BTreeSet<String> = corpus().into_iter().map(|c| c.id).collect();
+    let mut ids: BTreeSet<String> = corpus().into_iter().map(|c| c.id).collect();
+    ids.extend(
+        sequences(&BTreeMap::new())
+            .into_iter()
+            .flat_map(|(_, steps)| steps.into_iter().map(|s| s.id)),
+    );
     for (id, _) in LISTED.iter().chain(LISTED_WARNINGS) {
         assert!(ids.contains(*id), "{id} is listed but not in the corpus");
     }
