@@ -213,7 +213,8 @@ fn schema_of<'a>(info: &'a ResourceInfo, version: &str) -> Option<&'a Value> {
     info.crd.as_ref().and_then(|c| c.schemas.get(version))
 }
 
-/// Decoding: unknown fields are reported per `fieldValidation` (`Strict`: 400; `Warn`, the
+/// Decoding: unknown fields are reported per `fieldValidation` (`Strict`: 400, or for a patch
+/// (`patched`) the 422 kube-apiserver's patch handler returns on its `patch` field; `Warn`, the
 /// default: warnings; `Ignore`). Custom resources are also pruned and defaulted by their schema;
 /// built-in objects are checked against k8s-openapi's schemas (in their stored version) and kept
 /// as sent.
@@ -222,7 +223,10 @@ pub fn decode(
     version: &str,
     obj: &mut Value,
     field_validation: Option<&str>,
+    patched: bool,
 ) -> Result<Vec<String>, ApiError> {
+    // The patched object as sent, for a strict patch's error (only then: the copy costs).
+    let sent = (patched && field_validation == Some("Strict")).then(|| obj.to_string());
     let unknown = match schema_of(info, version) {
         Some(schema) => schema::prune_and_default(obj, schema),
         None if info.crd.is_none() => {
@@ -235,6 +239,16 @@ pub fn decode(
     }
     let listed: Vec<String> = unknown.iter().map(|f| format!("unknown field \"{f}\"")).collect();
     match field_validation.unwrap_or("Warn") {
+        "Strict" if sent.is_some() => Err(ApiError::invalid(
+            "",
+            "",
+            "",
+            vec![FieldCause::invalid(
+                "patch",
+                &Value::String(sent.unwrap_or_default()),
+                format!("strict decoding error: {}", listed.join(", ")),
+            )],
+        )),
         "Strict" => Err(ApiError::BadRequest(format!(
             "{} in version \"{version}\" cannot be handled as a {}: strict decoding error: {}",
             info.kind,

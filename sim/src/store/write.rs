@@ -153,7 +153,7 @@ impl Store {
             m.remove("status");
         }
 
-        let unknown_fields = crd::decode(info, &gvr.version, &mut stored, opts.field_validation.as_deref())?;
+        let unknown_fields = crd::decode(info, &gvr.version, &mut stored, opts.field_validation.as_deref(), false)?;
 
         let mut req = self.admission_request(
             info,
@@ -491,7 +491,9 @@ impl Store {
             }
             let mut new = convert::into_storage(info, desired);
             defaults::apply(&info.group, &info.kind, &mut new);
-            let unknown_fields = crd::decode(info, &gvr.version, &mut new, opts.field_validation.as_deref())?;
+            // Server-side apply reports unknown fields as an update does; other patches on their `patch` field.
+            let patched = matches!(change, Change::Patch(body) if !matches!(body, PatchBody::Apply(_)));
+            let unknown_fields = crd::decode(info, &gvr.version, &mut new, opts.field_validation.as_deref(), patched)?;
 
             let mut req = self.admission_request(
                 info,
