@@ -12,8 +12,56 @@ const DNS1035_LABEL_MSG: &str = "a DNS-1035 label must consist of lower case alp
 const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
 const TOTAL_ANNOTATION_SIZE: usize = 256 * 1024;
 
+pub mod finalizers;
 mod pod;
 pub mod warnings;
+
+const LABEL_KEY_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+
+/// Whether `s` is a label key's name part (`([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`).
+fn matches_label_key_name(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+}
+
+/// `content.IsLabelKey` (`IsQualifiedName`): label keys, finalizer names, ... in kube-apiserver's words.
+pub fn label_key_errors(s: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    let parts: Vec<&str> = s.split('/').collect();
+    let name = match parts.as_slice() {
+        [name] => *name,
+        [prefix, name] => {
+            if prefix.is_empty() {
+                errs.push("prefix part must be non-empty".to_owned());
+            } else {
+                errs.extend(
+                    dns1123_subdomain_errors(prefix)
+                        .into_iter()
+                        .map(|m| format!("prefix part {m}")),
+                );
+            }
+            *name
+        }
+        _ => {
+            return vec![format!(
+                "a valid label key {LABEL_KEY_MSG} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+            )];
+        }
+    };
+    if name.is_empty() {
+        errs.push("name part must be non-empty".to_owned());
+    } else if name.len() > 63 {
+        errs.push(format!("name part {}", max_len_error(63)));
+    }
+    if !matches_label_key_name(name) {
+        errs.push(format!("name part {LABEL_KEY_MSG}"));
+    }
+    errs
+}
 
 /// `validation.MaxLenError`.
 fn max_len_error(n: usize) -> String {
@@ -227,6 +275,9 @@ fn pod_update(old: &Value, new: &Value, causes: &mut Vec<FieldCause>) {
     let (Some(old_spec), Some(new_spec)) = (old.get("spec"), new.get("spec")) else {
         return;
     };
+    if let Some(cause) = tolerations_update(old_spec, new_spec) {
+        causes.push(cause);
+    }
     if mutable_pod_spec(old_spec) != mutable_pod_spec(new_spec) {
         causes.push(FieldCause::forbidden(
             "spec",
@@ -234,6 +285,32 @@ fn pod_update(old: &Value, new: &Value, causes: &mut Vec<FieldCause>) {
         ));
     }
     pod::pod_spec("spec", Some(new_spec), causes);
+}
+
+/// `validateOnlyAddedTolerations`: every toleration a pod had is still there, but for its
+/// `tolerationSeconds`.
+fn tolerations_update(old_spec: &Value, new_spec: &Value) -> Option<FieldCause> {
+    let without_seconds = |t: &Value| {
+        let mut t = t.clone();
+        if let Some(m) = t.as_object_mut() {
+            m.remove("tolerationSeconds");
+        }
+        t
+    };
+    let list = |spec: &Value| -> Vec<Value> {
+        spec.get("tolerations")
+            .and_then(Value::as_array)
+            .map(|ts| ts.iter().map(without_seconds).collect())
+            .unwrap_or_default()
+    };
+    let kept = list(new_spec);
+    if list(old_spec).iter().all(|t| kept.contains(t)) {
+        return None;
+    }
+    Some(FieldCause::forbidden(
+        "spec.tolerations",
+        "existing toleration can not be modified except its tolerationSeconds",
+    ))
 }
 
 fn crd(obj: &Value, causes: &mut Vec<FieldCause>) {

@@ -206,6 +206,11 @@ impl Store {
 
         let mut causes = Vec::new();
         validation::object_meta(&info.group, &info.kind, &stored, &mut causes);
+        validation::finalizers::check(
+            &stored,
+            validation::finalizers::kube_names(&info.group, info.is_crd_backed()),
+            &mut causes,
+        );
         validation::on_create(&info.group, &info.kind, &stored, &mut causes);
         crd::validate(info, &gvr.version, &stored, None, &mut causes);
         if !causes.is_empty() {
@@ -213,6 +218,10 @@ impl Store {
         }
         req.warnings
             .extend(validation::warnings::on_create(&info.group, &info.kind, &stored));
+        if info.is_crd_backed() {
+            req.warnings
+                .extend(validation::finalizers::custom_resource_warnings(&stored, None));
+        }
         req.name = meta::name(&stored).to_string();
         let mut stored = self.validate_lent(info, gvr, &mut req, stored).await?;
 
@@ -516,12 +525,21 @@ impl Store {
             new = prepare_update(info, &current, new, part);
             let mut causes = Vec::new();
             validation::object_meta(&info.group, &info.kind, &new, &mut causes);
+            validation::finalizers::check(
+                &new,
+                validation::finalizers::kube_names(&info.group, info.is_crd_backed()),
+                &mut causes,
+            );
             if !matches!(part, Part::Binding(_)) {
                 validation::on_update(&info.group, &info.kind, &current, &new, &mut causes);
             }
             crd::validate(info, &gvr.version, &new, Some(&*current), &mut causes);
             if !causes.is_empty() {
                 return Err(ApiError::invalid(&info.group, &info.kind, name, causes));
+            }
+            if info.is_crd_backed() {
+                req.warnings
+                    .extend(validation::finalizers::custom_resource_warnings(&new, Some(&*current)));
             }
             let mut new = self.validate_lent(info, gvr, &mut req, new).await?;
 
