@@ -205,7 +205,7 @@ impl Store {
         }
 
         let mut causes = Vec::new();
-        validation::object_meta(&info.group, &info.kind, &stored, &mut causes);
+        validation::object_meta_on_create(&info.group, &info.kind, &stored, &mut causes);
         validation::on_create(&info.group, &info.kind, &stored, &mut causes);
         crd::validate(info, &gvr.version, &stored, None, &mut causes);
         if !causes.is_empty() {
