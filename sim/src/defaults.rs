@@ -36,16 +36,13 @@ pub fn apply(group: &str, kind: &str, obj: &mut Value) {
                 ],
             );
             if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
-                // SetDefaults_Deployment: an empty strategy type is RollingUpdate with 25%/25%.
+                // SetDefaults_Deployment: an empty strategy type is RollingUpdate, whose unset
+                // maxUnavailable and maxSurge are 25% each.
                 let strategy = spec.entry("strategy").or_insert_with(|| json!({}));
                 if let Value::Object(st) = strategy {
-                    let t = st.entry("type").or_insert(json!("RollingUpdate"));
-                    if t == "" {
-                        *t = json!("RollingUpdate");
-                    }
+                    default_str(st, "type", "RollingUpdate");
                     if st.get("type") == Some(&json!("RollingUpdate")) {
-                        st.entry("rollingUpdate")
-                            .or_insert(json!({ "maxUnavailable": "25%", "maxSurge": "25%" }));
+                        rolling_update(st, &[("maxUnavailable", json!("25%")), ("maxSurge", json!("25%"))]);
                     }
                 }
             }
@@ -53,12 +50,20 @@ pub fn apply(group: &str, kind: &str, obj: &mut Value) {
         ("apps", "DaemonSet") => {
             workload(obj, &[("revisionHistoryLimit", json!(10))]);
             if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
-                spec.entry("updateStrategy").or_insert_with(
-                    || json!({ "type": "RollingUpdate", "rollingUpdate": { "maxUnavailable": 1, "maxSurge": 0 } }),
-                );
+                // SetDefaults_DaemonSet: RollingUpdate with maxUnavailable 1 and maxSurge 0.
+                let strategy = spec.entry("updateStrategy").or_insert_with(|| json!({}));
+                if let Value::Object(st) = strategy {
+                    default_str(st, "type", "RollingUpdate");
+                    if st.get("type") == Some(&json!("RollingUpdate")) {
+                        rolling_update(st, &[("maxUnavailable", json!(1)), ("maxSurge", json!(0))]);
+                    }
+                }
             }
         }
-        ("apps", "ReplicaSet" | "StatefulSet") => workload(obj, &[("replicas", json!(1))]),
+        ("apps", "ReplicaSet") => workload(obj, &[("replicas", json!(1))]),
+        ("apps", "StatefulSet") => stateful_set(obj),
+        ("batch", "CronJob") => cron_job(obj),
+        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => binding(obj),
         ("batch", "Job") => job(obj),
         _ => {}
     }
@@ -85,7 +90,7 @@ fn job(obj: &mut Value) {
     spec.entry("podReplacementPolicy").or_insert(if failure_policy {
         json!("Failed")
     } else {
-        json!("TerminatedOrFailed")
+        json!("TerminatingOrFailed")
     });
     spec.entry("manualSelector").or_insert(json!(false));
     let has_labels = obj
@@ -116,20 +121,31 @@ pub fn with_uid(group: &str, kind: &str, obj: &mut Value) {
     if !template["metadata"]["labels"].is_object() {
         template["metadata"]["labels"] = json!({});
     }
+    // A label the client set is kept (a conflicting one is refused by validation).
     for (k, v) in [
         ("batch.kubernetes.io/controller-uid", &uid),
         ("batch.kubernetes.io/job-name", &name),
         ("controller-uid", &uid),
         ("job-name", &name),
     ] {
-        template["metadata"]["labels"][k] = json!(v);
+        if template["metadata"]["labels"].get(k).is_none() {
+            template["metadata"]["labels"][k] = json!(v);
+        }
     }
     let labels = template["metadata"]["labels"].clone();
-    if !spec.get("selector").is_some_and(Value::is_object) {
-        spec.insert(
-            "selector".into(),
-            json!({ "matchLabels": { "batch.kubernetes.io/controller-uid": uid } }),
-        );
+    // The selector gets the controller-uid label unless it has one already.
+    let selector = spec.entry("selector").or_insert_with(|| json!({}));
+    if !selector.is_object() {
+        *selector = json!({});
+    }
+    if !selector["matchLabels"].is_object() {
+        selector["matchLabels"] = json!({});
+    }
+    if selector["matchLabels"]
+        .get("batch.kubernetes.io/controller-uid")
+        .is_none()
+    {
+        selector["matchLabels"]["batch.kubernetes.io/controller-uid"] = json!(uid);
     }
     let has_labels = obj
         .pointer("/metadata/labels")
@@ -160,6 +176,93 @@ fn workload(obj: &mut Value, defaults: &[(&str, Value)]) {
     if let Some(pod) = spec
         .get_mut("template")
         .and_then(|t| t.get_mut("spec"))
+        .and_then(Value::as_object_mut)
+    {
+        pod_spec(pod);
+    }
+}
+
+/// An empty or missing string field gets `value`.
+fn default_str(m: &mut Map<String, Value>, key: &str, value: &str) {
+    let v = m.entry(key).or_insert(json!(value));
+    if v == "" || v.is_null() {
+        *v = json!(value);
+    }
+}
+
+/// A strategy's `rollingUpdate`, created when missing, with each unset field defaulted.
+fn rolling_update(strategy: &mut Map<String, Value>, defaults: &[(&str, Value)]) {
+    let ru = strategy.entry("rollingUpdate").or_insert_with(|| json!({}));
+    if ru.is_null() {
+        *ru = json!({});
+    }
+    if let Value::Object(ru) = ru {
+        for (k, v) in defaults {
+            let field = ru.entry(k.to_string()).or_insert_with(|| v.clone());
+            if field.is_null() {
+                *field = v.clone();
+            }
+        }
+    }
+}
+
+/// `SetDefaults_StatefulSet` (1.37: MaxUnavailableStatefulSet is on, so `maxUnavailable` is 1).
+fn stateful_set(obj: &mut Value) {
+    workload(obj, &[("replicas", json!(1)), ("revisionHistoryLimit", json!(10))]);
+    let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    default_str(spec, "podManagementPolicy", "OrderedReady");
+    let strategy = spec.entry("updateStrategy").or_insert_with(|| json!({}));
+    if let Value::Object(st) = strategy {
+        if st.get("type").and_then(Value::as_str).unwrap_or("").is_empty() {
+            st.insert("type".into(), json!("RollingUpdate"));
+            st.entry("rollingUpdate").or_insert_with(|| json!({}));
+        }
+        if st.get("type") == Some(&json!("RollingUpdate"))
+            && let Some(Value::Object(ru)) = st.get_mut("rollingUpdate")
+        {
+            ru.entry("partition").or_insert(json!(0));
+            ru.entry("maxUnavailable").or_insert(json!(1));
+        }
+    }
+    let policy = spec
+        .entry("persistentVolumeClaimRetentionPolicy")
+        .or_insert_with(|| json!({}));
+    if let Value::Object(p) = policy {
+        default_str(p, "whenDeleted", "Retain");
+        default_str(p, "whenScaled", "Retain");
+    }
+}
+
+/// `SetDefaults_RoleBinding` and `SetDefaults_Subject`: the RBAC group where it goes without saying.
+fn binding(obj: &mut Value) {
+    const GROUP: &str = "rbac.authorization.k8s.io";
+    if let Some(Value::Object(role_ref)) = obj.get_mut("roleRef") {
+        default_str(role_ref, "apiGroup", GROUP);
+    }
+    if let Some(Value::Array(subjects)) = obj.get_mut("subjects") {
+        for s in subjects.iter_mut().filter_map(Value::as_object_mut) {
+            let kind = s.get("kind").and_then(Value::as_str).unwrap_or("");
+            if matches!(kind, "User" | "Group") {
+                default_str(s, "apiGroup", GROUP);
+            }
+        }
+    }
+}
+
+/// `SetDefaults_CronJob`, and the pod defaults of its job template.
+fn cron_job(obj: &mut Value) {
+    let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    default_str(spec, "concurrencyPolicy", "Allow");
+    spec.entry("suspend").or_insert(json!(false));
+    spec.entry("successfulJobsHistoryLimit").or_insert(json!(3));
+    spec.entry("failedJobsHistoryLimit").or_insert(json!(1));
+    if let Some(pod) = spec
+        .get_mut("jobTemplate")
+        .and_then(|t| t.pointer_mut("/spec/template/spec"))
         .and_then(Value::as_object_mut)
     {
         pod_spec(pod);
@@ -256,23 +359,71 @@ fn qos_class(pod: &Value) -> &'static str {
     }
 }
 
+/// `SetDefaults_Service` (1.37).
 fn service(obj: &mut Value) {
     let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
         return;
     };
-    spec.entry("type").or_insert(json!("ClusterIP"));
-    spec.entry("sessionAffinity").or_insert(json!("None"));
-    let is_external_name = spec.get("type").and_then(Value::as_str) == Some("ExternalName");
-    if !is_external_name {
-        spec.entry("internalTrafficPolicy").or_insert(json!("Cluster"));
+    let affinity = spec.entry("sessionAffinity").or_insert(json!("None"));
+    if affinity == "" {
+        *affinity = json!("None");
+    }
+    match spec.get("sessionAffinity").and_then(Value::as_str) {
+        Some("None") => {
+            spec.remove("sessionAffinityConfig");
+        }
+        Some("ClientIP")
+            if spec
+                .get("sessionAffinityConfig")
+                .and_then(|c| c.pointer("/clientIP/timeoutSeconds"))
+                .is_none_or(Value::is_null) =>
+        {
+            spec.insert(
+                "sessionAffinityConfig".into(),
+                json!({ "clientIP": { "timeoutSeconds": 10800 } }),
+            );
+        }
+        _ => {}
+    }
+    let ty = spec.entry("type").or_insert(json!("ClusterIP"));
+    if ty == "" {
+        *ty = json!("ClusterIP");
     }
     if let Some(Value::Array(ports)) = spec.get_mut("ports") {
         for p in ports.iter_mut().filter_map(Value::as_object_mut) {
             p.entry("protocol").or_insert(json!("TCP"));
-            if let Some(port) = p.get("port").cloned() {
-                p.entry("targetPort").or_insert(port);
+            // A missing, 0 or "" targetPort is the port.
+            let unset = match p.get("targetPort") {
+                None | Some(Value::Null) => true,
+                Some(v) => v.as_i64() == Some(0) || v.as_str() == Some(""),
+            };
+            if unset {
+                let port = p.get("port").cloned().unwrap_or(json!(0));
+                p.insert("targetPort".into(), port);
             }
         }
+    }
+    let ty = spec.get("type").and_then(Value::as_str).unwrap_or("").to_string();
+    let has_external_ips = spec
+        .get("externalIPs")
+        .and_then(Value::as_array)
+        .is_some_and(|l| !l.is_empty());
+    let externally_accessible =
+        matches!(ty.as_str(), "LoadBalancer" | "NodePort") || (ty == "ClusterIP" && has_external_ips);
+    if externally_accessible
+        && spec
+            .get("externalTrafficPolicy")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .is_empty()
+    {
+        spec.insert("externalTrafficPolicy".into(), json!("Cluster"));
+    }
+    if matches!(ty.as_str(), "NodePort" | "LoadBalancer" | "ClusterIP") {
+        spec.entry("internalTrafficPolicy").or_insert(json!("Cluster"));
+    }
+    if ty == "LoadBalancer" {
+        spec.entry("allocateLoadBalancerNodePorts").or_insert(json!(true));
     }
 }
 

@@ -193,9 +193,34 @@ async fn apply_status_and_delete_over_http() {
 #[tokio::test]
 async fn request_and_object_size_limits() {
     let (sim, _dir) = start_sim(|_| {}).await;
-    let cms: Api<ConfigMap> = Api::namespaced(sim.client().await.unwrap(), "default");
-    let too_big_for_etcd = cm("big", json!({ "k": "x".repeat(1600 * 1024) }));
-    let err = api_error(cms.create(&PostParams::default(), &too_big_for_etcd).await.unwrap_err());
+    let client = sim.client().await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    // A ConfigMap's data is refused by validation above 1 MiB, as kube-apiserver refuses it.
+    let too_big_for_a_config_map = cm("big", json!({ "k": "x".repeat(1100 * 1024) }));
+    let err = api_error(
+        cms.create(&PostParams::default(), &too_big_for_a_config_map)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (err.code, err.message.as_str()),
+        (
+            422,
+            "ConfigMap \"big\" is invalid: : Too long: may not be more than 1048576 bytes"
+        )
+    );
+    // An object no size rule limits (an env value) meets etcd's 1.5 MiB request limit.
+    let pods: Api<Pod> = Api::namespaced(client, "default");
+    let too_big_for_etcd: Pod = serde_json::from_value(json!({
+        "metadata": { "name": "big" },
+        "spec": { "containers": [{ "name": "c", "image": "i", "env": [{ "name": "V", "value": "x".repeat(1600 * 1024) }] }] }
+    }))
+    .unwrap();
+    let err = api_error(
+        pods.create(&PostParams::default(), &too_big_for_etcd)
+            .await
+            .unwrap_err(),
+    );
     assert_eq!(
         (err.code, err.message.as_str()),
         (500, "etcdserver: request is too large")

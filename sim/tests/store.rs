@@ -656,14 +656,13 @@ async fn server_side_apply_tracks_owners_conflicts_and_force() {
 #[tokio::test]
 async fn objects_over_etcds_limit_are_rejected_with_its_error() {
     let store = Store::new(StoreConfig::default());
-    let big = "x".repeat(1600 * 1024);
+    // A pod: no size rule limits an env value (a ConfigMap's data stops at 1 MiB in validation).
+    let pod = |name: &str, value: String| {
+        json!({ "metadata": { "name": name },
+                "spec": { "containers": [{ "name": "c", "image": "i", "env": [{ "name": "V", "value": value }] }] } })
+    };
     let err = store
-        .create(
-            &cms(),
-            "ns",
-            json!({ "metadata": { "name": "big" }, "data": { "k": big } }),
-            &opts("t"),
-        )
+        .create(&pods(), "ns", pod("big", "x".repeat(1600 * 1024)), &opts("t"))
         .await
         .unwrap_err();
     assert_eq!(
@@ -671,16 +670,20 @@ async fn objects_over_etcds_limit_are_rejected_with_its_error() {
         (500, "etcdserver: request is too large".to_string())
     );
     assert!(err.to_status().get("reason").is_none());
-    let fits = "x".repeat(1400 * 1024);
     store
+        .create(&pods(), "ns", pod("ok", "x".repeat(1400 * 1024)), &opts("t"))
+        .await
+        .unwrap();
+    let err = store
         .create(
             &cms(),
             "ns",
-            json!({ "metadata": { "name": "ok" }, "data": { "k": fits } }),
+            json!({ "metadata": { "name": "cm" }, "data": { "k": "x".repeat(1100 * 1024) } }),
             &opts("t"),
         )
         .await
-        .unwrap();
+        .unwrap_err();
+    assert_eq!(err.code(), 422, "{err}");
 }
 
 #[tokio::test]

@@ -4,7 +4,7 @@
 //! (`batch.kubernetes.io/controller-uid`, `batch.kubernetes.io/job-name`, `controller-uid`,
 //! `job-name`) and holding the `batch.kubernetes.io/job-tracking` finalizer until their end is
 //! counted (through `status.uncountedTerminatedPods`, as the real controller). Failed pods —
-//! and pods deleted before they succeeded, with `podReplacementPolicy: TerminatedOrFailed` — count
+//! and pods deleted before they succeeded, with `podReplacementPolicy: TerminatingOrFailed` — count
 //! against `backoffLimit` (with `restartPolicy: OnFailure`, container restarts count too); a new
 //! pod after a failure waits the pod failure backoff (10 s doubling, at most 6 min). More
 //! failures than `backoffLimit`, or `activeDeadlineSeconds` passed, fail the Job: the
@@ -131,7 +131,7 @@ async fn release_orphans(store: &Store, ns: &str, job_name: &str) -> Result<(), 
     Ok(())
 }
 
-/// `isPodFailed` with `podReplacementPolicy: TerminatedOrFailed`: failed, or deleted before it
+/// `isPodFailed` with `podReplacementPolicy: TerminatingOrFailed`: failed, or deleted before it
 /// succeeded.
 fn counts_as_failed(pod: &Value) -> bool {
     pods::phase(pod) == "Failed" || (meta::is_deleting(pod) && pods::phase(pod) != "Succeeded")

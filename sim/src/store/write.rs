@@ -205,7 +205,7 @@ impl Store {
         }
 
         let mut causes = Vec::new();
-        validation::object_meta(&info.group, &info.kind, &stored, &mut causes);
+        validation::object_meta_on_create(&info.group, &info.kind, &stored, &mut causes);
         validation::finalizers::check(
             &stored,
             validation::finalizers::kube_names(&info.group, info.is_crd_backed()),

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::label_key_errors;
+use super::qualified_name_errors;
 use crate::status::FieldCause;
 
 /// The finalizers kube-apiserver knows without a domain.
@@ -33,7 +33,7 @@ pub fn kube_names(group: &str, custom_resource: bool) -> bool {
 pub fn check(obj: &Value, kube_names: bool, causes: &mut Vec<FieldCause>) {
     let names = finalizers(obj);
     for name in &names {
-        for message in label_key_errors(name) {
+        for message in qualified_name_errors(name) {
             causes.push(FieldCause::invalid(
                 "metadata.finalizers",
                 &Value::String((*name).to_owned()),
@@ -70,7 +70,7 @@ pub fn custom_resource_warnings(obj: &Value, old: Option<&Value>) -> Vec<String>
     added.dedup();
     let mut warnings = Vec::new();
     for name in added {
-        for message in label_key_errors(name) {
+        for message in qualified_name_errors(name) {
             warnings.push(format!("metadata.finalizers: {name:?}: {message}"));
         }
         if !name.contains('/') && !STANDARD.contains(&name) {
