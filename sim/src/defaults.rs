@@ -506,8 +506,15 @@ pub fn allocate_service_ip(
 }
 
 /// On update, a Service that does not say its cluster IP keeps the one it has (the registry's
-/// `patchAllocatedValues`: a PUT built without reading the object must not drop it).
+/// `patchAllocatedValues`: a PUT built without reading the object must not drop it), then its
+/// `clusterIPs` follow a changed `clusterIP` (`normalizeClusterIPs`).
 pub fn keep_service_ip(old: &Value, new: &mut Value) {
+    keep_allocated(old, new);
+    normalize_cluster_ips(old, new);
+}
+
+/// `patchAllocatedValues`: what the registry allocated stays when a client leaves it out.
+fn keep_allocated(old: &Value, new: &mut Value) {
     let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) else {
         return;
     };
@@ -523,6 +530,38 @@ pub fn keep_service_ip(old: &Value, new: &mut Value) {
         };
         if missing && let Some(v) = old.pointer(&format!("/spec/{field}")) {
             spec.insert(field.into(), v.clone());
+        }
+    }
+}
+
+/// The service registry's `normalizeClusterIPs` on an update: `clusterIPs` follows a changed
+/// `clusterIP` when the client left `clusterIPs` as it was (or cleared both), so that validation judges
+/// what the client meant.
+fn normalize_cluster_ips(old: &Value, new: &mut Value) {
+    let text = |v: &Value, p: &str| v.pointer(p).and_then(Value::as_str).unwrap_or("").to_owned();
+    let ips = |v: &Value| {
+        v.pointer("/spec/clusterIPs")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (old_ip, new_ip) = (text(old, "/spec/clusterIP"), text(new, "/spec/clusterIP"));
+    let (old_ips, mut new_ips) = (ips(old), ips(new));
+    if !old_ips.is_empty() && new_ips.is_empty() && old_ip == new_ip {
+        new_ips = old_ips.clone();
+    }
+    if old_ip != new_ip && new_ips == old_ips {
+        new_ips = if !old_ip.is_empty() && new_ip.is_empty() {
+            Vec::new()
+        } else {
+            vec![Value::String(new_ip)]
+        };
+    }
+    if let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) {
+        if new_ips.is_empty() {
+            spec.remove("clusterIPs");
+        } else {
+            spec.insert("clusterIPs".into(), Value::Array(new_ips));
         }
     }
 }

@@ -3,7 +3,7 @@
 //! that the sim follows: environment variables hiding a previous definition, duplicate or overlapping
 //! ports, a host IP without a host port, duplicate port names, a negative `terminationGracePeriodSeconds`
 //! (of templates: a pod's is defaulted to 1 first), deprecated volume types,
-//! duplicate or empty `imagePullSecrets`, duplicate `hostAliases` IPs.
+//! duplicate or empty `imagePullSecrets`, duplicate `hostAliases` IPs; a TLS Secret without PEM data.
 //!
 //! Not followed (kube-apiserver warns, the sim does not): deprecated node labels in selectors and
 //! affinity, null label selectors, deprecated annotations (seccomp, AppArmor, sysctls), fractional byte
@@ -47,6 +47,7 @@ const DEPRECATED_VOLUMES: &[(&str, &str, &str)] = &[
 /// The warnings of creating `obj` of `group`/`kind`.
 pub fn on_create(group: &str, kind: &str, obj: &Value) -> Vec<String> {
     let template = match (group, kind) {
+        ("", "Secret") => return tls_secret(obj).into_iter().collect(),
         ("", "Pod") => {
             let mut warnings = name_warning(obj, "this is used in the Pod's hostname");
             warnings.extend(pod_spec("spec", obj.get("spec")));
@@ -71,6 +72,65 @@ pub fn on_create(group: &str, kind: &str, obj: &Value) -> Vec<String> {
         warnings.extend(pod_spec(path, Some(spec)));
     }
     warnings
+}
+
+/// The PEM block types in `data` (`-----BEGIN <TYPE>-----` lines).
+fn pem_types(data: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(data)
+        .lines()
+        .filter_map(|l| {
+            l.trim()
+                .strip_prefix("-----BEGIN ")?
+                .strip_suffix("-----")
+                .map(str::to_owned)
+        })
+        .collect()
+}
+
+/// A `kubernetes.io/tls` Secret whose certificate or key has no PEM block of its kind: the first error of
+/// Go's `tls.X509KeyPair`, which kube-apiserver returns as a warning. Whether the blocks parse and the key
+/// matches the certificate is not checked.
+fn tls_secret(obj: &Value) -> Option<String> {
+    use base64::Engine as _;
+    if obj.get("type").and_then(Value::as_str) != Some("kubernetes.io/tls") {
+        return None;
+    }
+    let data = |key: &str| {
+        obj.pointer(&format!("/data/{}", key.replace('~', "~0").replace('/', "~1")))
+            .and_then(Value::as_str)
+            .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+            .unwrap_or_default()
+    };
+    let skipped = |types: &[String]| types.join(" ");
+    let certs = pem_types(&data("tls.crt"));
+    if certs.is_empty() {
+        return Some("tls: failed to find any PEM data in certificate input".into());
+    }
+    if !certs.iter().any(|t| t == "CERTIFICATE") {
+        if let [only] = certs.as_slice()
+            && only.ends_with("PRIVATE KEY")
+        {
+            return Some("tls: failed to find certificate PEM data in certificate input, but did find a private key; PEM inputs may have been switched".into());
+        }
+        return Some(format!(
+            "tls: failed to find \"CERTIFICATE\" PEM block in certificate input after skipping PEM blocks of the following types: [{}]",
+            skipped(&certs)
+        ));
+    }
+    let keys = pem_types(&data("tls.key"));
+    if keys.is_empty() {
+        return Some("tls: failed to find any PEM data in key input".into());
+    }
+    if !keys.iter().any(|t| t == "PRIVATE KEY" || t.ends_with(" PRIVATE KEY")) {
+        if keys == ["CERTIFICATE"] {
+            return Some("tls: found a certificate rather than a key in the PEM for the private key".into());
+        }
+        return Some(format!(
+            "tls: failed to find PEM block with type ending in \"PRIVATE KEY\" in key input after skipping PEM blocks of the following types: [{}]",
+            skipped(&keys)
+        ));
+    }
+    None
 }
 
 /// `metadata.name: <use>, which can result in surprising behavior; a DNS label is recommended: [...]`.
