@@ -13,7 +13,7 @@ pub mod audit;
 pub mod auth;
 pub mod controllers;
 pub mod convert;
-mod decode;
+pub mod decode;
 pub mod defaults;
 pub mod discovery;
 pub mod error_chain;
