@@ -1,7 +1,8 @@
 //! Defaulting of built-in kinds, as the apiserver's scheme defaulters do when decoding a request,
 //! plus the few values registries set on create (pod phase, service cluster IP, namespace phase).
 //!
-//! Only the defaults clients commonly observe are here; each one is what Kubernetes 1.33 sets.
+//! Only the defaults clients commonly observe, and those validation depends on, are here; each one
+//! is what Kubernetes sets (1.33 for most, 1.37 for pods, which the pod validation follows).
 
 use serde_json::{Map, Value, json};
 
@@ -21,6 +22,7 @@ pub fn apply(group: &str, kind: &str, obj: &mut Value) {
                     spec.insert("terminationGracePeriodSeconds".into(), json!(1));
                 }
                 pod_spec(spec);
+                pod_only(spec);
             }
         }
         ("", "Service") => service(obj),
@@ -287,12 +289,100 @@ fn pod_spec(spec: &mut Map<String, Value>) {
             }
         }
     }
+    // SetDefaults_PodSpec: the deprecated `serviceAccount` follows `serviceAccountName`.
+    let account = match spec.get("serviceAccountName").and_then(Value::as_str) {
+        Some(name) if !name.is_empty() => Some(name.to_string()),
+        _ => spec.get("serviceAccount").and_then(Value::as_str).map(str::to_string),
+    };
+    if let Some(account) = account.filter(|a| !a.is_empty()) {
+        spec.insert("serviceAccountName".into(), json!(account));
+        spec.insert("serviceAccount".into(), json!(account));
+    }
     if let Some(Value::Array(volumes)) = spec.get_mut("volumes") {
-        for v in volumes.iter_mut() {
-            for (source, mode_field) in [("configMap", "defaultMode"), ("secret", "defaultMode")] {
+        for v in volumes.iter_mut().filter_map(Value::as_object_mut) {
+            // SetDefaults_Volume (1.37): a volume without a source is an emptyDir.
+            if !v.iter().any(|(k, source)| k != "name" && !source.is_null()) {
+                v.insert("emptyDir".into(), json!({}));
+            }
+            for source in ["configMap", "secret", "downwardAPI", "projected"] {
                 if let Some(src) = v.get_mut(source).and_then(Value::as_object_mut) {
-                    src.entry(mode_field).or_insert(json!(420));
+                    src.entry("defaultMode").or_insert(json!(420));
                 }
+            }
+            if let Some(src) = v.get_mut("hostPath").and_then(Value::as_object_mut) {
+                src.entry("type").or_insert(json!(""));
+            }
+        }
+    }
+}
+
+/// SetDefaults_Pod, what applies to Pods and not to pod templates: requests from limits (for
+/// every resource with a limit and no request), a negative grace period becomes 1, and with
+/// `hostNetwork` an unset host port is the container port.
+fn pod_only(spec: &mut Map<String, Value>) {
+    if spec
+        .get("terminationGracePeriodSeconds")
+        .and_then(Value::as_i64)
+        .is_some_and(|g| g < 0)
+    {
+        spec.insert("terminationGracePeriodSeconds".into(), json!(1));
+    }
+    let host_network = spec.get("hostNetwork").and_then(Value::as_bool) == Some(true);
+    for list in ["containers", "initContainers"] {
+        let Some(Value::Array(containers)) = spec.get_mut(list) else {
+            continue;
+        };
+        for c in containers.iter_mut().filter_map(Value::as_object_mut) {
+            if let Some(Value::Object(resources)) = c.get_mut("resources")
+                && let Some(Value::Object(limits)) = resources.get("limits").cloned()
+            {
+                let requests = resources.entry("requests").or_insert_with(|| json!({}));
+                if requests.is_null() {
+                    *requests = json!({});
+                }
+                if let Value::Object(requests) = requests {
+                    for (name, limit) in limits {
+                        requests.entry(name).or_insert(limit);
+                    }
+                }
+            }
+            if host_network && let Some(Value::Array(ports)) = c.get_mut("ports") {
+                for p in ports.iter_mut().filter_map(Value::as_object_mut) {
+                    let host = p.get("hostPort").and_then(Value::as_i64).unwrap_or(0);
+                    if host == 0
+                        && let Some(port) = p.get("containerPort").cloned()
+                    {
+                        p.insert("hostPort".into(), port);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// SetDefaults_Probe and SetDefaults_HTTPGetAction: zero (or unset) timeouts, periods and
+/// thresholds become 1, 10, 1 and 3; an `httpGet` gets path `/` and scheme `HTTP`.
+fn probe(p: &mut Map<String, Value>) {
+    for (field, default) in [
+        ("timeoutSeconds", 1),
+        ("periodSeconds", 10),
+        ("successThreshold", 1),
+        ("failureThreshold", 3),
+    ] {
+        let v = p.entry(field).or_insert(json!(default));
+        if v.as_i64() == Some(0) || v.is_null() {
+            *v = json!(default);
+        }
+    }
+    http_get(p);
+}
+
+fn http_get(handler: &mut Map<String, Value>) {
+    if let Some(Value::Object(get)) = handler.get_mut("httpGet") {
+        for (field, default) in [("path", "/"), ("scheme", "HTTP")] {
+            let v = get.entry(field).or_insert(json!(default));
+            if v.as_str() == Some("") || v.is_null() {
+                *v = json!(default);
             }
         }
     }
@@ -320,6 +410,18 @@ fn container(c: &mut Map<String, Value>) {
     if let Some(Value::Array(ports)) = c.get_mut("ports") {
         for p in ports.iter_mut().filter_map(Value::as_object_mut) {
             p.entry("protocol").or_insert(json!("TCP"));
+        }
+    }
+    for kind in ["livenessProbe", "readinessProbe", "startupProbe"] {
+        if let Some(Value::Object(p)) = c.get_mut(kind) {
+            probe(p);
+        }
+    }
+    if let Some(Value::Object(lifecycle)) = c.get_mut("lifecycle") {
+        for hook in ["postStart", "preStop"] {
+            if let Some(Value::Object(h)) = lifecycle.get_mut(hook) {
+                http_get(h);
+            }
         }
     }
 }

@@ -9,10 +9,8 @@ use k8s_openapi::api;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde_json::{Map, Value, json};
 
-use crate::schema::PathText;
-
 /// All definitions (`io.k8s.api.core.v1.Pod`, ...), refs pointing at `#/components/schemas/`.
-fn definitions() -> &'static Map<String, Value> {
+pub(crate) fn definitions() -> &'static Map<String, Value> {
     static DEFS: OnceLock<Map<String, Value>> = OnceLock::new();
     DEFS.get_or_init(|| {
         let mut generator = schemars::generate::SchemaSettings::openapi3().into_generator();
@@ -167,23 +165,21 @@ fn compute(group: &str, version: &str) -> BTreeMap<String, Value> {
 }
 
 /// Fields of a built-in object that its kind does not have, as the apiserver's strict decoding
-/// reports them (`spec.containers[0].imagee`). Empty for kinds without a schema here.
+/// reports them (`spec.containers[0].imagee`). Empty for kinds without a schema here (and for
+/// objects that do not decode: `decode::builtin` says why).
+#[cfg(test)]
 pub fn unknown_fields(group: &str, version: &str, kind: &str, obj: &Value) -> Vec<String> {
-    let defs = definitions();
-    let mut out = Vec::new();
-    if let Some(root) = root_schema(group, version, kind) {
-        walk_unknown(obj, root, defs, &mut PathText::default(), &mut out, 0);
-    }
-    out
+    crate::decode::builtin(group, version, kind, obj).unwrap_or_default()
 }
 
-/// The schema of a kind's objects, looked up once per kind (every write of a built-in object asks).
-fn root_schema(group: &str, version: &str, kind: &str) -> Option<&'static Value> {
-    type Roots = HashMap<(String, String, String), &'static Value>;
+/// The definition name and schema of a kind's objects, looked up once per kind (every write of a
+/// built-in object asks).
+pub(crate) fn root_schema(group: &str, version: &str, kind: &str) -> Option<(&'static str, &'static Value)> {
+    type Roots = HashMap<(String, String, String), (&'static str, &'static Value)>;
     static ROOTS: OnceLock<Roots> = OnceLock::new();
     let roots = ROOTS.get_or_init(|| {
         let mut roots = Roots::new();
-        for schema in definitions().values() {
+        for (name, schema) in definitions() {
             let gvks = schema.get("x-kubernetes-group-version-kind").and_then(Value::as_array);
             for gvk in gvks.into_iter().flatten() {
                 let part = |k: &str| gvk.get(k).and_then(Value::as_str).map(str::to_string);
@@ -191,7 +187,7 @@ fn root_schema(group: &str, version: &str, kind: &str) -> Option<&'static Value>
                     continue;
                 };
                 // The first schema naming a kind is its own, as the scan this replaces found it.
-                roots.entry((group, version, kind)).or_insert(schema);
+                roots.entry((group, version, kind)).or_insert((name.as_str(), schema));
             }
         }
         roots
@@ -199,67 +195,6 @@ fn root_schema(group: &str, version: &str, kind: &str) -> Option<&'static Value>
     roots
         .get(&(group.to_string(), version.to_string(), kind.to_string()))
         .copied()
-}
-
-/// Follows `$ref` and single-element `allOf` wrappers to the schema that describes a value.
-fn resolve<'a>(schema: &'a Value, defs: &'a Map<String, Value>) -> &'a Value {
-    let mut cur = schema;
-    for _ in 0..8 {
-        if let Some(r) = cur
-            .get("$ref")
-            .and_then(Value::as_str)
-            .and_then(|r| r.strip_prefix("#/components/schemas/"))
-        {
-            match defs.get(r) {
-                Some(next) => cur = next,
-                None => return cur,
-            }
-        } else if let Some([only]) = cur.get("allOf").and_then(Value::as_array).map(Vec::as_slice) {
-            cur = only;
-        } else {
-            return cur;
-        }
-    }
-    cur
-}
-
-fn walk_unknown(
-    value: &Value,
-    schema: &Value,
-    defs: &Map<String, Value>,
-    path: &mut PathText,
-    out: &mut Vec<String>,
-    depth: usize,
-) {
-    // Deeply nested CRD schemas (JSONSchemaProps) recurse; real objects are far shallower.
-    if depth > 64 {
-        return;
-    }
-    let schema = resolve(schema, defs);
-    match value {
-        Value::Object(map) => {
-            let props = schema.get("properties").and_then(Value::as_object);
-            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
-            for (k, v) in map {
-                match (props.and_then(|p| p.get(k)), additional) {
-                    (Some(s), _) | (None, Some(s)) => {
-                        path.field(k, |path| walk_unknown(v, s, defs, path, out, depth + 1));
-                    }
-                    // A schema without properties (RawExtension, JSON) takes anything.
-                    (None, None) if props.is_some() => out.push(path.joined(k)),
-                    (None, None) => {}
-                }
-            }
-        }
-        Value::Array(items) => {
-            if let Some(item_schema) = schema.get("items") {
-                for (i, item) in items.iter().enumerate() {
-                    path.index(i, |path| walk_unknown(item, item_schema, defs, path, out, depth + 1));
-                }
-            }
-        }
-        _ => {}
-    }
 }
 
 fn collect_refs(v: &Value, out: &mut Vec<String>) {

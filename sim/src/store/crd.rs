@@ -229,8 +229,14 @@ pub fn decode(
     let sent = (patched && field_validation == Some("Strict")).then(|| obj.to_string());
     let unknown = match schema_of(info, version) {
         Some(schema) => schema::prune_and_default(obj, schema),
+        // Built-in kinds decode into Go types first: a value of the wrong type is a 400.
         None if info.crd.is_none() => {
-            crate::openapi_builtin::unknown_fields(&info.storage.group, &info.storage_version, &info.kind, obj)
+            crate::decode::builtin(&info.storage.group, &info.storage_version, &info.kind, obj).map_err(|e| {
+                ApiError::BadRequest(format!(
+                    "{} in version \"{version}\" cannot be handled as a {}: {e}",
+                    info.kind, info.kind
+                ))
+            })?
         }
         None => return Ok(Vec::new()),
     };
