@@ -261,7 +261,7 @@ pub fn object_meta(group: &str, kind: &str, obj: &Value, causes: &mut Vec<FieldC
 /// Rules for new objects of a kind.
 pub fn on_create(group: &str, kind: &str, obj: &Value, causes: &mut Vec<FieldCause>) {
     match (group, kind) {
-        ("", "Pod") => pod::pod_spec("spec", obj.get("spec"), causes),
+        ("", "Pod") => pod::pod("spec", obj.get("spec"), causes),
         ("", "Service") => service::service(obj, None, causes),
         ("", "ConfigMap") => config::config_map(obj, causes),
         ("", "Secret") => config::secret(obj, causes),
@@ -350,7 +350,7 @@ fn pod_update(old: &Value, new: &Value, causes: &mut Vec<FieldCause>) {
             "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
         ));
     }
-    pod::pod_spec("spec", Some(new_spec), causes);
+    pod::pod("spec", Some(new_spec), causes);
 }
 
 /// `validateOnlyAddedTolerations`: every toleration a pod had is still there, but for its

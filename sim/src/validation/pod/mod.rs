@@ -159,7 +159,13 @@ fn labels(path: &str, map: Option<&Value>, causes: &mut Vec<FieldCause>) {
     }
 }
 
-/// `validatePodMetadataAndSpec`'s spec part for a Pod: `ValidatePodSpec` and the pod-only rules.
+/// A Pod's spec: `ValidatePodSpec` and the rules `validatePodMetadataAndSpec` adds for pods only.
+pub(super) fn pod(path: &str, spec: Option<&Value>, causes: &mut Vec<FieldCause>) {
+    pod_spec(path, spec, causes);
+    pod_only(path, spec, causes);
+}
+
+/// `ValidatePodSpec`: a pod's spec or a workload template's.
 pub(super) fn pod_spec(path: &str, spec: Option<&Value>, causes: &mut Vec<FieldCause>) {
     let empty = Value::Null;
     let s = spec.unwrap_or(&empty);
@@ -221,7 +227,11 @@ pub(super) fn pod_spec(path: &str, spec: Option<&Value>, causes: &mut Vec<FieldC
             ));
         }
     }
-    // Pod-only (not templates): the grace period and images without surrounding whitespace.
+}
+
+/// Pod-only (not templates): the grace period and images without surrounding whitespace.
+fn pod_only(path: &str, spec: Option<&Value>, causes: &mut Vec<FieldCause>) {
+    let grace = spec.and_then(|s| int_of(s, "terminationGracePeriodSeconds"));
     nonnegative(format!("{path}.terminationGracePeriodSeconds"), grace, causes);
     for list in ["containers", "initContainers"] {
         for (i, c) in array_of(spec, list).iter().enumerate() {
