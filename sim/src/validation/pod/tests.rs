@@ -8,7 +8,7 @@ fn errors(spec: Value) -> Vec<String> {
     let mut pod = json!({ "spec": spec });
     crate::defaults::apply("", "Pod", &mut pod);
     let mut causes = Vec::new();
-    pod("spec", pod.get("spec"), &mut causes);
+    super::pod("spec", pod.get("spec"), &mut causes);
     causes
         .into_iter()
         .map(|c| format!("{}: {}", c.field, c.message))
