@@ -427,6 +427,33 @@ pub fn kubeflow_examples() -> Vec<(String, Vec<serde_json::Value>)> {
     out
 }
 
+/// Waits up to a minute until every CRD of `names` is Established; panics naming the first that is not.
+pub async fn wait_crds_established(client: &kube::Client, names: &[&str]) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for name in names {
+        let established = poll(Duration::from_secs(60), || async {
+            let crd = match crds.get(name).await {
+                Ok(crd) => crd,
+                Err(error) => return Poll::Pending(error.to_string()),
+            };
+            let conditions = crd.status.and_then(|s| s.conditions).unwrap_or_default();
+            if conditions
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+            {
+                Poll::Done(())
+            } else {
+                Poll::Pending(format!("conditions {conditions:?}"))
+            }
+        })
+        .await;
+        if let Err(last) = established {
+            panic!("the CRD {name} is not established after a minute: {last}");
+        }
+    }
+}
+
 /// One poll's verdict.
 pub enum Poll<T, P> {
     Done(T),

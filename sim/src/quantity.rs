@@ -1,7 +1,7 @@
 //! `resource.Quantity` as kube-apiserver parses it when it decodes a request
 //! (`k8s.io/apimachinery/pkg/api/resource`, `ParseQuantity`): the same accepted forms and the same
-//! errors, and the value exactly enough to compare quantities and take their sign. The node side
-//! (`node::quantity`) keeps its own scheduler arithmetic.
+//! errors, and the value exactly enough to compare quantities and take their sign. The nodes
+//! (`node::quantity`) read quantities through it too.
 
 use std::cmp::Ordering;
 

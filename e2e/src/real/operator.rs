@@ -76,19 +76,15 @@ impl Install {
             ensure_namespace(control_plane, namespace);
         }
         kubectl_apply(control_plane, &repo_root().join("charts/spark-operator/crds"));
-        let crds_established = control_plane
-            .kubectl()
-            .args(["wait", "--for=condition=Established", "--timeout=60s"])
-            .args([
-                "crd/sparkapplications.sparkoperator.k8s.io",
-                "crd/scheduledsparkapplications.sparkoperator.k8s.io",
-            ])
-            .output()
-            .expect("kubectl wait");
-        assert!(
-            crds_established.status.success(),
-            "the CRDs are not established: {crds_established:?}"
-        );
+        // Polled, not `kubectl wait`: it fails at once on a CRD whose status has no conditions yet.
+        crate::wait_crds_established(
+            &admin,
+            &[
+                "sparkapplications.sparkoperator.k8s.io",
+                "scheduledsparkapplications.sparkoperator.k8s.io",
+            ],
+        )
+        .await;
 
         // What a Deployment's pod would be: RBAC and accounts as rendered; the workloads become processes.
         let installed: Vec<&Value> = objects

@@ -15,14 +15,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::time::Duration;
 
 use kube::api::ApiResource;
 use kube::discovery::{Discovery, Scope};
 use serde_json::{Value, json};
 use spark_operator_e2e::helm::repo_root;
 use spark_operator_e2e::real::ControlPlane;
-use spark_operator_e2e::{Poll, poll};
 
 /// The namespace of every case whose manifest names none; created on both servers.
 const NAMESPACE: &str = "differential";
@@ -79,7 +77,10 @@ impl Answer {
     fn agrees(&self, other: &Answer) -> bool {
         match (self, other) {
             (Answer::Accepted, Answer::Accepted) => true,
-            (Answer::Refused { fields: a, .. }, Answer::Refused { fields: b, .. }) => a == b,
+            // Without causes the code is all a refusal says (403 and 404 are different answers).
+            (Answer::Refused { fields: a, code: x, .. }, Answer::Refused { fields: b, code: y, .. }) => {
+                a == b && (!a.is_empty() || x == y)
+            }
             _ => false,
         }
     }
@@ -120,6 +121,8 @@ struct Step {
     path: String,
     content_type: String,
     body: Value,
+    /// Who sends it (None: the admin).
+    user: Option<String>,
 }
 
 /// One API server under test.
@@ -137,17 +140,31 @@ impl Server {
 
     /// Sends one request (`body` as JSON, or none for Null).
     async fn send(&self, method: &str, path: &str, content_type: &str, body: &Value) -> (u16, Value, BTreeSet<String>) {
+        self.send_as(method, path, content_type, body, None).await
+    }
+
+    /// [`Server::send`] as another user (`Impersonate-User`, as `kubectl --as` sends it).
+    async fn send_as(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: &str,
+        body: &Value,
+        user: Option<&str>,
+    ) -> (u16, Value, BTreeSet<String>) {
         let bytes = if body.is_null() {
             Vec::new()
         } else {
             serde_json::to_vec(body).unwrap()
         };
-        let request = http::Request::builder()
+        let mut request = http::Request::builder()
             .method(method)
             .uri(path)
-            .header("content-type", content_type)
-            .body(kube::client::Body::from(bytes))
-            .unwrap();
+            .header("content-type", content_type);
+        if let Some(user) = user {
+            request = request.header("impersonate-user", user);
+        }
+        let request = request.body(kube::client::Body::from(bytes)).unwrap();
         let response = self
             .client
             .send(request)
@@ -176,7 +193,13 @@ impl Server {
     /// One step of a sequence, for real.
     async fn step(&self, step: &Step) -> (Answer, BTreeSet<String>) {
         let (code, body, warnings) = self
-            .send(&step.method, &step.path, &step.content_type, &step.body)
+            .send_as(
+                &step.method,
+                &step.path,
+                &step.content_type,
+                &step.body,
+                step.user.as_deref(),
+            )
             .await;
         (answer(code, &body), warnings)
     }
@@ -223,9 +246,12 @@ fn corpus() -> Vec<Case> {
             };
             let mut names = BTreeSet::new();
             for (index, document) in serde_yaml::Deserializer::from_str(&text).enumerate() {
-                // serde_yaml repeats a syntax error for every later document: stop at the first.
-                let Ok(object) = <Value as serde::Deserialize>::deserialize(document) else {
-                    break;
+                // serde_yaml repeats a syntax error for every later document: stop at the first. A case
+                // written for this test must parse (a broken one would silently hide the rest of its file).
+                let object: Value = match serde::Deserialize::deserialize(document) {
+                    Ok(object) => object,
+                    Err(error) if dir.ends_with("/cases") => panic!("{relative}: document {index}: {error}"),
+                    Err(_) => break,
                 };
                 if !object.is_object() {
                     continue;
@@ -303,30 +329,8 @@ async fn prepare(server: &Server) {
         let namespace: Value = serde::Deserialize::deserialize(document).unwrap();
         server.create("/api/v1/namespaces", &namespace).await;
     }
-    for name in names {
-        let crds: kube::Api<
-            k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-        > = kube::Api::all(server.client.clone());
-        poll(Duration::from_secs(60), || async {
-            let crd = match crds.get(&name).await {
-                Ok(crd) => crd,
-                Err(error) => return Poll::Pending(error.to_string()),
-            };
-            let established = crd
-                .status
-                .and_then(|s| s.conditions)
-                .unwrap_or_default()
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True");
-            if established {
-                Poll::Done(())
-            } else {
-                Poll::Pending("not established".to_owned())
-            }
-        })
-        .await
-        .unwrap_or_else(|e| panic!("{}: CRD {name}: {e}", server.name));
-    }
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    spark_operator_e2e::wait_crds_established(&server.client, &names).await;
 }
 
 /// The kinds the real server serves, by (apiVersion, kind), with whether they are namespaced.
@@ -414,6 +418,8 @@ async fn the_sim_answers_as_the_real_api_server() {
 /// The comparisons of a run: what agreed, what did not and was not listed, what was listed but agrees.
 #[derive(Default)]
 struct Tally {
+    /// Per part of the corpus (the repository's manifests, the cases, the sequences): agreeing and all.
+    parts: BTreeMap<&'static str, (usize, usize)>,
     agreeing: usize,
     unlisted: Vec<String>,
     stale: Vec<String>,
@@ -442,6 +448,16 @@ impl Tally {
         if agrees {
             self.agreeing += 1;
         }
+        let part = if id.starts_with("sequences/") {
+            "sequences"
+        } else if id.starts_with("e2e/tests/sim_differential/cases/") {
+            "cases"
+        } else {
+            "the repository's manifests"
+        };
+        let counts = self.parts.entry(part).or_default();
+        counts.0 += usize::from(agrees);
+        counts.1 += 1;
         match (agrees, LISTED.iter().any(|(listed, _)| *listed == id)) {
             (false, false) => self
                 .unlisted
@@ -458,6 +474,9 @@ impl Tally {
             self.agreeing,
             LISTED.len()
         );
+        for (part, (agreeing, all)) in &self.parts {
+            println!("sim_differential: {part}: {agreeing} of {all} agree");
+        }
         for line in &self.unlisted {
             println!("DISAGREES {line}");
         }
@@ -498,8 +517,9 @@ impl Tally {
 }
 
 /// The sequences of `sequences/`: per file, a namespace of its own (`seq-<file stem>`) and its steps in
-/// order. A step is `{verb, object}` (`create`, `patch` with `patchType` merge (default), strategic or
-/// json and then `patch`, `delete`), the object naming what the step acts on.
+/// order. A step is `{verb, object}` (`create`, `get`, `list`, `patch` with `patchType` merge (default),
+/// strategic or json and then `patch`, `delete`), the object naming what the step acts on, sent as the
+/// user in `as` if any.
 fn sequences(kinds: &BTreeMap<(String, String), (ApiResource, bool)>) -> Vec<(String, Vec<Step>)> {
     let dir = repo_root().join("e2e/tests/sim_differential/sequences");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
@@ -550,14 +570,21 @@ fn sequences(kinds: &BTreeMap<(String, String), (ApiResource, bool)>) -> Vec<(St
                     "application/json",
                     Value::Null,
                 ),
+                "get" => ("GET", format!("{collection}/{name}"), "application/json", Value::Null),
+                "list" => ("GET", collection, "application/json", Value::Null),
                 other => panic!("{}: step {index}: unknown verb {other}", file.display()),
             };
             steps.push(Step {
                 id: format!("sequences/{stem}.yaml#{index} ({verb} {name})"),
                 method: method.to_owned(),
-                path: format!("{path}?fieldValidation=Strict"),
+                path: if method == "GET" {
+                    path
+                } else {
+                    format!("{path}?fieldValidation=Strict")
+                },
                 content_type: content_type.to_owned(),
                 body,
+                user: step["as"].as_str().map(str::to_owned),
             });
         }
         all.push((namespace, steps));

@@ -15,7 +15,7 @@ const MAX_SIZE: usize = 1024 * 1024;
 const IMMUTABLE: &str = "field is immutable when `immutable` is set";
 
 /// `validation.IsConfigMapKey`.
-fn config_key_errors(key: &str) -> Vec<String> {
+pub(super) fn config_key_errors(key: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if key.len() > 253 {
         errs.push(max_len_error(253));

@@ -12,10 +12,12 @@ use std::collections::HashSet;
 use serde_json::Value;
 
 use super::{
-    array_of, check_enum, dns1123_label_errors, dns1123_subdomain_errors, duplicate, max_len_error, not_found, probes,
-    resources, security, set, str_of, string,
+    array_of, check_enum, dns1123_label_errors, dns1123_subdomain_errors, duplicate, not_found, probes, resources,
+    security, set, str_of, string,
 };
 use crate::status::FieldCause;
+use crate::validation::config::config_key_errors;
+use crate::validation::fields::port_name_errors;
 
 const PULL_POLICIES: &[&str] = &["Always", "IfNotPresent", "Never"];
 const TERMINATION_MESSAGE_POLICIES: &[&str] = &["File", "FallbackToLogsOnError"];
@@ -26,7 +28,6 @@ const PROTOCOLS: &[&str] = &["SCTP", "TCP", "UDP"];
 
 const RELAXED_ENV_VAR_NAME_MSG: &str =
     "a valid environment variable name must consist only of printable ASCII characters other than '='";
-const CONFIG_MAP_KEY_MSG: &str = "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')";
 const NOT_FOR_INIT: &str = "may not be set for init containers without restartPolicy=Always";
 
 /// `validateContainers`.
@@ -183,31 +184,6 @@ fn container_common(at: &str, c: &Value, volumes: &HashSet<&str>, causes: &mut V
     security::container_security_context(&format!("{at}.securityContext"), set(c, "securityContext"), causes);
 }
 
-/// `validation.IsValidPortName`.
-pub(super) fn port_name_errors(name: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if name.len() > 15 {
-        errs.push(max_len_error(15));
-    }
-    if !name
-        .bytes()
-        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        || name.is_empty()
-    {
-        errs.push("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)".into());
-    }
-    if !name.bytes().any(|b| b.is_ascii_lowercase()) {
-        errs.push("must contain at least one letter (a-z)".into());
-    }
-    if name.contains("--") {
-        errs.push("must not contain consecutive hyphens".into());
-    }
-    if name.starts_with('-') || name.ends_with('-') {
-        errs.push("must not begin or end with a hyphen".into());
-    }
-    errs
-}
-
 /// `validateContainerPorts`.
 fn ports(path: &str, ports: &[Value], causes: &mut Vec<FieldCause>) {
     const RANGE: &str = "must be between 1 and 65535, inclusive";
@@ -248,29 +224,6 @@ fn relaxed_env_var_name_ok(name: &str) -> bool {
     name.bytes().all(|b| (0x20..=0x7e).contains(&b) && b != b'=')
 }
 
-/// `validation.IsConfigMapKey`.
-fn config_map_key_errors(key: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if key.len() > 253 {
-        errs.push(max_len_error(253));
-    }
-    if key.is_empty()
-        || !key
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
-    {
-        errs.push(CONFIG_MAP_KEY_MSG.into());
-    }
-    if key == "." {
-        errs.push("must not be '.'".into());
-    } else if key == ".." {
-        errs.push("must not be '..'".into());
-    } else if key.starts_with("..") {
-        errs.push("must not start with '..'".into());
-    }
-    errs
-}
-
 /// `ValidateEnv`, with the name and key checks of `secretKeyRef`/`configMapKeyRef`.
 fn env(path: &str, vars: &[Value], causes: &mut Vec<FieldCause>) {
     for (i, ev) in vars.iter().enumerate() {
@@ -298,7 +251,7 @@ fn env(path: &str, vars: &[Value], causes: &mut Vec<FieldCause>) {
             if key.is_empty() {
                 causes.push(FieldCause::required(format!("{sel_at}.key")));
             } else {
-                for msg in config_map_key_errors(key) {
+                for msg in config_key_errors(key) {
                     causes.push(FieldCause::invalid(format!("{sel_at}.key"), &string(key), msg));
                 }
             }

@@ -31,7 +31,7 @@ mod volumes;
 
 use serde_json::Value;
 
-use super::{dns1123_label_errors, dns1123_subdomain_errors, label_value_errors, max_len_error};
+use super::{dns1123_label_errors, dns1123_subdomain_errors, label_value_errors, labels, qualified_name_errors};
 use crate::status::FieldCause;
 
 fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
@@ -103,62 +103,6 @@ fn check_enum(field: String, value: Option<&Value>, supported: &[&str], causes: 
     }
 }
 
-const LABEL_KEY_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
-
-/// `content.IsLabelKey` (`IsQualifiedName`): an optional DNS-subdomain prefix and `/`, and a name
-/// part of up to 63 characters.
-fn qualified_name_errors(value: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    let parts: Vec<&str> = value.split('/').collect();
-    let name = match parts.as_slice() {
-        [name] => *name,
-        [prefix, name] => {
-            if prefix.is_empty() {
-                errs.push("prefix part must be non-empty".to_string());
-            } else {
-                errs.extend(
-                    dns1123_subdomain_errors(prefix)
-                        .into_iter()
-                        .map(|m| format!("prefix part {m}")),
-                );
-            }
-            *name
-        }
-        _ => {
-            return vec![format!(
-                "a valid label key {LABEL_KEY_MSG} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
-            )];
-        }
-    };
-    if name.is_empty() {
-        errs.push("name part must be non-empty".into());
-    } else if name.len() > 63 {
-        errs.push("name part must be no more than 63 bytes".into());
-    }
-    let b = name.as_bytes();
-    let ok = !b.is_empty()
-        && b[0].is_ascii_alphanumeric()
-        && b[b.len() - 1].is_ascii_alphanumeric()
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'));
-    if !ok {
-        errs.push(format!("name part {LABEL_KEY_MSG}"));
-    }
-    errs
-}
-
-/// `unversionedvalidation.ValidateLabels`: every error at the map's own path.
-fn labels(path: &str, map: Option<&Value>, causes: &mut Vec<FieldCause>) {
-    for (k, v) in map.and_then(Value::as_object).into_iter().flatten() {
-        for msg in qualified_name_errors(k) {
-            causes.push(FieldCause::invalid(path, &string(k), msg));
-        }
-        for msg in label_value_errors(v.as_str().unwrap_or_default()) {
-            causes.push(FieldCause::invalid(path, v, msg));
-        }
-    }
-}
-
 /// A Pod's spec: `ValidatePodSpec` and the rules `validatePodMetadataAndSpec` adds for pods only.
 pub(super) fn pod(path: &str, spec: Option<&Value>, causes: &mut Vec<FieldCause>) {
     pod_spec(path, spec, causes);
@@ -181,7 +125,7 @@ pub(super) fn pod_spec(path: &str, spec: Option<&Value>, causes: &mut Vec<FieldC
         causes,
     );
     dns::dns_policy(path, s, causes);
-    labels(&format!("{path}.nodeSelector"), s.get("nodeSelector"), causes);
+    labels(s.get("nodeSelector"), &format!("{path}.nodeSelector"), causes);
     security::pod_security_context(&format!("{path}.securityContext"), set(s, "securityContext"), causes);
     scheduling::affinity(&format!("{path}.affinity"), set(s, "affinity"), causes);
     dns::dns_config(path, s, causes);

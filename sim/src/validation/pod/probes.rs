@@ -8,9 +8,9 @@
 
 use serde_json::Value;
 
-use super::containers::port_name_errors;
 use super::{array_of, int_of, nonnegative, set, str_of};
 use crate::status::FieldCause;
+use crate::validation::fields::port_name_errors;
 
 const HTTP_SCHEMES: &[&str] = &["HTTP", "HTTPS"];
 const HTTP_HEADER_NAME_MSG: &str = "a valid HTTP header must consist of alphanumeric characters or '-' (e.g. 'X-Header-Name', regex used for validation is '[-A-Za-z0-9]+')";
