@@ -5,6 +5,10 @@
 //! CEL rules (`x-kubernetes-validations`), `anyOf`/`oneOf`/`allOf`/`not` and string formats
 //! (`date-time`, ...) are not checked. Updates are ratcheted (see [`validate_update`]).
 
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+
 use serde_json::{Map, Value};
 
 use crate::status::FieldCause;
@@ -95,14 +99,11 @@ fn defaults_null(s: &Value) -> bool {
 /// Prunes `value` by `schema` as apiextensions' pruning does: whatever the value's type, an object's keys
 /// are looked up in the schema's properties (or additionalProperties), an array's items under its
 /// `items`; with no schema (an array under an object's schema, a key no schema knows) every key below
-/// is unknown. Non-nullable `null`s are dropped or defaulted, then defaults fill in what is missing.
+/// is unknown. Below `x-kubernetes-preserve-unknown-fields` nothing is unknown, but what the schema
+/// describes is pruned as usual (apiextensions' `skipPrune`). Non-nullable `null`s are dropped or
+/// defaulted, then defaults fill in what is missing.
 fn walk(value: &mut Value, schema: Option<&Value>, path: &mut PathText, unknown: &mut Vec<String>, root: bool) {
-    if schema.is_some_and(preserves_unknown) {
-        if let Some(schema) = schema {
-            walk_preserving(value, schema, path, unknown);
-        }
-        return;
-    }
+    let preserve = schema.is_some_and(preserves_unknown);
     match value {
         Value::Object(map) => {
             let props = schema.and_then(|s| s.get("properties")).and_then(Value::as_object);
@@ -124,7 +125,8 @@ fn walk(value: &mut Value, schema: Option<&Value>, path: &mut PathText, unknown:
                         true
                     }
                     None => {
-                        let allowed = additional == Some(&Value::Bool(true))
+                        let allowed = preserve
+                            || additional == Some(&Value::Bool(true))
                             || (embedded && matches!(key.as_str(), "apiVersion" | "kind" | "metadata"))
                             || (root && matches!(key.as_str(), "apiVersion" | "kind" | "metadata"));
                         if !allowed {
@@ -138,6 +140,9 @@ fn walk(value: &mut Value, schema: Option<&Value>, path: &mut PathText, unknown:
         }
         Value::Array(items) => {
             let item_schema = schema.and_then(|s| s.get("items"));
+            if preserve && item_schema.is_none() {
+                return;
+            }
             for (i, item) in items.iter_mut().enumerate() {
                 if item.is_null()
                     && let Some(s) = item_schema.filter(|s| defaults_null(s))
@@ -145,41 +150,6 @@ fn walk(value: &mut Value, schema: Option<&Value>, path: &mut PathText, unknown:
                     *item = s["default"].clone();
                 }
                 path.index(i, |path| walk(item, item_schema, path, unknown, false));
-            }
-        }
-        _ => {}
-    }
-}
-
-/// Below `x-kubernetes-preserve-unknown-fields`: nothing is unknown, but what the schema describes is
-/// pruned and defaulted as usual.
-fn walk_preserving(value: &mut Value, schema: &Value, path: &mut PathText, unknown: &mut Vec<String>) {
-    match value {
-        Value::Object(map) => {
-            let props = schema.get("properties").and_then(Value::as_object);
-            let additional = schema.get("additionalProperties");
-            map.retain(|key, v| {
-                match props
-                    .and_then(|p| p.get(key))
-                    .or_else(|| additional.filter(|a| a.is_object()))
-                {
-                    Some(s) => {
-                        if v.is_null() && drops_null(s) {
-                            return false;
-                        }
-                        path.field(key, |path| walk(v, Some(s), path, unknown, false));
-                        true
-                    }
-                    None => true,
-                }
-            });
-            default_members(map, props, additional, path);
-        }
-        Value::Array(items) => {
-            if let Some(item_schema) = schema.get("items") {
-                for (i, item) in items.iter_mut().enumerate() {
-                    path.index(i, |path| walk(item, Some(item_schema), path, unknown, false));
-                }
             }
         }
         _ => {}
@@ -362,8 +332,8 @@ fn duplicate(path: String, value: &Value) -> FieldCause {
 /// The uniqueness of `x-kubernetes-list-type: set` items and of `map` items' keys (apiextensions'
 /// `listtype` validation): each repeated value is reported once, at its second occurrence.
 fn check_list_type(items: &[Value], schema: &Value, path: &str, causes: &mut Vec<FieldCause>) {
-    let keys: Vec<Value> = match schema.get("x-kubernetes-list-type").and_then(Value::as_str) {
-        Some("set") => items.to_vec(),
+    let keys: Vec<Cow<'_, Value>> = match schema.get("x-kubernetes-list-type").and_then(Value::as_str) {
+        Some("set") => items.iter().map(Cow::Borrowed).collect(),
         Some("map") => {
             if let Some(i) = items.iter().position(|x| !x.is_null() && !x.is_object()) {
                 causes.push(FieldCause::invalid(
@@ -381,27 +351,30 @@ fn check_list_type(items: &[Value], schema: &Value, path: &str, causes: &mut Vec
             items
                 .iter()
                 .map(|x| {
-                    Value::Object(
+                    Cow::Owned(Value::Object(
                         key_fields
                             .iter()
                             .filter_map(|k| x.get(*k).map(|v| ((*k).to_owned(), v.clone())))
                             .collect(),
-                    )
+                    ))
                 })
                 .collect()
         }
         _ => return,
     };
-    let mut seen: Vec<(&Value, usize)> = Vec::new();
+    // By their JSON text, as apiextensions compares compound items (linear in a list of any length);
+    // the value says whether the repeat was reported already.
+    let mut seen: HashMap<String, bool> = HashMap::new();
     for (i, key) in keys.iter().enumerate() {
-        match seen.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, times)) => {
-                *times += 1;
-                if *times == 2 {
+        match seen.entry(key.to_string()) {
+            Entry::Vacant(entry) => {
+                entry.insert(false);
+            }
+            Entry::Occupied(mut entry) => {
+                if !entry.insert(true) {
                     causes.push(duplicate(format!("{path}[{i}]"), key));
                 }
             }
-            None => seen.push((key, 1)),
         }
     }
 }

@@ -6,17 +6,11 @@
 use serde_json::Value;
 
 use super::qualified_name_errors;
+use crate::meta::finalizers;
 use crate::status::FieldCause;
 
 /// The finalizers kube-apiserver knows without a domain.
 const STANDARD: &[&str] = &["kubernetes", "orphan", "foregroundDeletion"];
-
-fn finalizers(obj: &Value) -> Vec<&str> {
-    obj.pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
-        .map(|f| f.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default()
-}
 
 /// Whether kube-apiserver checks `group`'s finalizer names as Kubernetes' own (its group's validation
 /// package calls `pkg/apis/core/validation.ValidateObjectMeta`) rather than only apimachinery's rules: not for
@@ -31,7 +25,8 @@ pub fn kube_names(group: &str, custom_resource: bool) -> bool {
 
 /// The errors of `obj`'s finalizers; `kube_names`: see [`kube_names`].
 pub fn check(obj: &Value, kube_names: bool, causes: &mut Vec<FieldCause>) {
-    let names = finalizers(obj);
+    let owned = finalizers(obj);
+    let names: Vec<&str> = owned.iter().map(String::as_str).collect();
     for name in &names {
         for message in qualified_name_errors(name) {
             causes.push(FieldCause::invalid(
@@ -65,11 +60,11 @@ pub fn check(obj: &Value, kube_names: bool, causes: &mut Vec<FieldCause>) {
 /// The warnings of the finalizers a custom resource gains (`old`: before an update), in name order.
 pub fn custom_resource_warnings(obj: &Value, old: Option<&Value>) -> Vec<String> {
     let before = old.map(finalizers).unwrap_or_default();
-    let mut added: Vec<&str> = finalizers(obj).into_iter().filter(|f| !before.contains(f)).collect();
+    let mut added: Vec<String> = finalizers(obj).into_iter().filter(|f| !before.contains(f)).collect();
     added.sort_unstable();
     added.dedup();
     let mut warnings = Vec::new();
-    for name in added {
+    for name in added.iter().map(String::as_str) {
         for message in qualified_name_errors(name) {
             warnings.push(format!("metadata.finalizers: {name:?}: {message}"));
         }

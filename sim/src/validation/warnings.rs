@@ -96,7 +96,8 @@ fn tls_secret(obj: &Value) -> Option<String> {
         return None;
     }
     let data = |key: &str| {
-        obj.pointer(&format!("/data/{}", key.replace('~', "~0").replace('/', "~1")))
+        obj.get("data")
+            .and_then(|d| d.get(key))
             .and_then(Value::as_str)
             .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
             .unwrap_or_default()
